@@ -24,7 +24,7 @@ from .flow import ScopeAnalysis
 from .libraries import KEEPS_NO_GRAPH, call_fact
 from .names import dotted, last_part
 from .patterns import calls_in, is_optimizer_step
-from .tree import blocks_of, children, in_source_order_kept, is_statement, walk
+from .tree import blocks_of, children, is_statement, walk
 from .values import Tag
 
 # Calls that take a tensor and keep none of its graph: numbers, text, type checks.
@@ -73,6 +73,8 @@ class _Follower:
         self.branches: dict[int, tuple[int, ...]] = {}
         self.bound_in: dict[str, set[tuple[int, ...]]] = {}
         self.binding: cst.CSTNode | None = None
+        # per expression, the names and the calls under it, kept with the tree (``_reach``)
+        self.reach: dict[cst.CSTNode, tuple[frozenset[str], frozenset[int]]] = scope.chunk.node_memo("graph_use reach")
 
     def dropped(self, root: cst.CSTNode) -> DroppedGraph | None:
         """Followed in source order, round after round (a loop's later statement feeds its earlier ones); a
@@ -156,7 +158,23 @@ class _Follower:
         return False  # `self.cache = out`, `self.results[k] = out`
 
     def _carries(self, node: cst.CSTNode) -> bool:
-        """Whether the value of ``node`` may hold the forward's graph (a cut is remembered as evidence)."""
+        """Whether the value of ``node`` may hold the forward's graph (a cut is remembered as evidence).
+
+        An expression that holds neither the forward nor a name that holds the graph carries nothing and
+        holds no cut that does: that is told from what ``_reach`` kept of it, without reading it again at
+        each round (every round passes over every call of a long ``main()``, a key reads them all again)."""
+        if node is self.forward:
+            return True
+        if type(node) is cst.Name:
+            return node.value in self.names
+        reach = self.reach.get(node)
+        if reach is None:
+            reach = self.reach[node] = _reach(node)
+        names, calls = reach
+        return (id(self.forward) in calls or not self.names.isdisjoint(names)) and self._carried(node)
+
+    def _carried(self, node: cst.CSTNode) -> bool:
+        """``_carries``, read through the expression."""
         if node is self.forward:
             return True
         if isinstance(node, cst.Name):
@@ -167,7 +185,7 @@ class _Follower:
             if node.attr.value in torchapi.GRAPH_FREE_ATTRIBUTES:
                 self._note_cut(node, node.value)
                 return False
-            return self._carries(node.value)
+            return self._carried(node.value)
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) and isinstance(
             node.left, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
         ):
@@ -189,7 +207,7 @@ class _Follower:
             if helper is not None and helper.function is not None and self._graph_free_helper(helper.function.node):
                 self._note_cut(node, *(arg.value for arg in node.args))
                 return False  # a local helper whose every `return` drops the graph: `features.cpu().numpy()`, `float(fid)`
-        return any(self._carries(child) for child in node.children)
+        return any(self._carried(child) for child in node.children)
 
     def _graph_free_helper(self, function: cst.FunctionDef) -> bool:
         """``_returns_graph_free``, read once per follower (its rounds ask again of every call they pass)."""
@@ -358,6 +376,24 @@ def _bound_names(node: cst.CSTNode) -> list[str]:
     return names
 
 
+def _reach(node: cst.CSTNode) -> tuple[frozenset[str], frozenset[int]]:
+    """The names (attributes' included) and the ids of the calls under ``node``: what ``_Follower._carries``
+    may find the graph in (``node``, kept with them, keeps the calls alive and their ids unused)."""
+    names: set[str] = set()
+    calls: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        kind = type(current)
+        if kind is cst.Name:
+            names.add(current.value)  # type: ignore[attr-defined]
+            continue
+        if kind is cst.Call:
+            calls.add(id(current))
+        stack.extend(children(current))
+    return frozenset(names), frozenset(calls)
+
+
 def _returns_graph_free(function: cst.FunctionDef) -> bool:
     """Every ``return`` of the function (none nested) hands back something that holds no graph, whatever it
     was given: a number, text, or a tensor cut off by a graph-free method (``x.cpu().numpy()``, ``float(d)``)."""
@@ -385,8 +421,7 @@ def _graph_free_expression(node: cst.BaseExpression) -> bool:
 class _OwnNodes(NamedTuple):
     """What the followers read of a function's tree (``_own_nodes``)."""
 
-    own: list[cst.CSTNode]  # the nodes outside its nested functions and classes, in source order
-    followed: list[cst.CSTNode]  # those a follower's round acts on (``_FOLLOWED``), in the same order
+    followed: list[cst.CSTNode]  # the nodes outside its nested functions and classes a round acts on, in source order
     declared: frozenset[str]  # the names its ``global`` and ``nonlocal`` statements declare
     captured: frozenset[str]  # the names read or bound inside its nested functions and classes
 
@@ -400,33 +435,45 @@ _FOLLOWED = frozenset({
 
 
 def _own_nodes(scope: ScopeAnalysis, root: cst.CSTNode) -> _OwnNodes:
-    """The nodes of ``root`` outside its nested functions and classes, and what is read of the rest: once
-    per tree, not once per forward followed (a training loop has many)."""
+    """What the followers read of ``root`` and of its nested functions and classes: once per tree, not once per
+    forward followed (a training loop has many), each statement's part kept with the tree (a node memo): after a
+    key, only the statements on the edit's path are read again, not every node of a long ``main()``."""
     kept: dict[int, tuple[cst.CSTNode, _OwnNodes]] = scope.chunk.memo.setdefault("graph_use own nodes", {})
     found = kept.get(id(root))
     if found is None or found[0] is not root:
-        # listed statement by statement (a key lists again only the statements on its path); a nested
-        # function's or class's nodes are the run of the list its statement's own list is
-        parts = scope.chunk.node_memo("source order")
-        ordered = in_source_order_kept(root, parts)
-        own: list[cst.CSTNode] = []
-        captured: set[str] = set()
-        index = 0
-        while index < len(ordered):
-            node = ordered[index]
-            if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
-                size = len(ordered) - index if node is root else len(parts[node])
-                captured.update(inner.value for inner in ordered[index:index + size] if type(inner) is cst.Name)
-                index += size
-            else:
-                own.append(node)
-                index += 1
-        followed = [node for node in own if type(node) in _FOLLOWED]
-        declaring = [node for node in own if type(node) is cst.Global or type(node) is cst.Nonlocal]
-        declared = frozenset(name.name.value for node in declaring if isinstance(node, (cst.Global, cst.Nonlocal))
-                             for name in node.names)
-        found = kept[id(root)] = (root, _OwnNodes(own, followed, declared, frozenset(captured)))
+        found = kept[id(root)] = (root, _own_kept(root, scope.chunk.node_memo("graph_use own nodes of statements")))
     return found[1]
+
+
+def _own_kept(node: cst.CSTNode, memo: dict) -> _OwnNodes:
+    """``_OwnNodes`` of ``node``, its nodes taken in source order; each statement under it taken from ``memo`` or
+    read and kept there (a nested function or class: the names under it, captured)."""
+    followed: list[cst.CSTNode] = []
+    declared: set[str] = set()
+    captured: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        kind = type(current)
+        if current is not node and is_statement(current):
+            part = memo.get(current)
+            if part is None:
+                part = memo[current] = _captured(current) if kind is cst.FunctionDef or kind is cst.ClassDef else _own_kept(current, memo)
+            followed.extend(part.followed)
+            declared.update(part.declared)
+            captured.update(part.captured)
+            continue
+        if kind in _FOLLOWED:
+            followed.append(current)
+        elif kind is cst.Global or kind is cst.Nonlocal:
+            declared.update(name.name.value for name in current.names)  # type: ignore[attr-defined]
+        stack.extend(reversed(current.children))
+    return _OwnNodes(followed, frozenset(declared), frozenset(captured))
+
+
+def _captured(definition: cst.CSTNode) -> _OwnNodes:
+    """What a nested function or class adds to its function's ``_OwnNodes``: every name under it."""
+    return _OwnNodes([], frozenset(), frozenset(inner.value for inner in walk(definition) if type(inner) is cst.Name))
 
 
 def _nested_definitions(root: cst.CSTNode) -> list[cst.CSTNode]:
@@ -534,14 +581,14 @@ class _ValueFollower(_Follower):
         super().__init__(scope, forward)
         self.root = root
 
-    def _carries(self, node: cst.CSTNode) -> bool:
+    def _carried(self, node: cst.CSTNode) -> bool:
         if node is self.forward:
             return True
         if isinstance(node, cst.Name):
             return node.value in self.names
         if isinstance(node, _TEXT):
             return False
-        return any(self._carries(child) for child in node.children)
+        return any(self._carried(child) for child in node.children)
 
     def carried(self, step: _ValueStep) -> bool:
         """``_carries`` of the expression a step reads, from what the step kept of it."""
@@ -588,7 +635,7 @@ def _value_steps(scope: ScopeAnalysis, root: cst.CSTNode) -> list[_ValueStep]:
 
 
 def _steps_kept(node: cst.CSTNode, memo: dict) -> list[_ValueStep]:
-    """``_value_steps`` of ``node``, walked as ``in_source_order_kept`` walks it; each statement under it taken
+    """``_value_steps`` of ``node``, walked as ``_own_kept`` walks it; each statement under it taken
     from ``memo`` or read and kept there, a nested function or class left out."""
     steps: list[_ValueStep] = []
     stack = [node]

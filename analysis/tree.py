@@ -177,25 +177,6 @@ def in_source_order(node: cst.CSTNode) -> list[cst.CSTNode]:
     return ordered
 
 
-def in_source_order_kept(node: cst.CSTNode, memo: dict) -> list[cst.CSTNode]:
-    """``in_source_order(node)``, each statement under it taken from ``memo`` (statement -> its nodes in
-    source order) or listed and kept there: after an edit, a function's body is a new node, but only the
-    statements on the edit's path are listed again. A statement's nodes are a contiguous run of the list."""
-    ordered: list[cst.CSTNode] = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if current is not node and is_statement(current):
-            part = memo.get(current)
-            if part is None:
-                part = memo[current] = in_source_order_kept(current, memo)
-            ordered.extend(part)
-            continue
-        ordered.append(current)
-        stack.extend(reversed(current.children))
-    return ordered
-
-
 def small_statements(node: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
     """Every simple statement (an assignment, a call, a ``return``...) in the blocks under ``node``,
     nested blocks and definitions included, in no particular order. Expressions are not entered:

@@ -122,8 +122,8 @@ def test_a_key_in_the_loop_reads_again_only_the_statements_on_its_path(monkeypat
     marks = zero_grad_before_step._gradient_marks
     monkeypatch.setattr(zero_grad_before_step, "_gradient_marks", lambda node: asked.append(node) or marks(node))
     listed: list[cst.CSTNode] = []
-    in_order = tree.in_source_order_kept
-    monkeypatch.setattr(tree, "in_source_order_kept", lambda node, memo: listed.append(node) or in_order(node, memo))
+    own_kept = graph_use._own_kept
+    monkeypatch.setattr(graph_use, "_own_kept", lambda node, memo: listed.append(node) or own_kept(node, memo))
     state = _opened()
     loop = cst.parse_module(SCRIPT).body[3].body.body[3]  # `for epoch ...` in main()
     nodes = sum(1 for _ in tree.walk(loop))
@@ -209,12 +209,25 @@ def test_what_a_method_returns_of_a_forward_is_followed_again_after_each_key():
             assert _drawn_returned(state.module) is (returned if edited is target else False), edited
 
 
+def _own_walked(root):
+    """The nodes of ``root`` outside its nested functions and classes, in source order: the whole tree listed."""
+    own, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        if node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        own.append(node)
+        stack.extend(reversed(node.children))
+    return own
+
+
 def _followed_node_by_node(scope, produced) -> tuple[set[str], bool]:
     """What the value follower found before its steps were kept: every node of the function in source order,
     round after round, each expression read again."""
     root = scope.function.node.body if scope.function is not None else scope.chunk.module
     follower = graph_use._ValueFollower(scope, produced, root)
-    own = graph_use._own_nodes(scope, root).own
+    follower._carries = follower._carried  # every expression read through, none passed over by what it holds
+    own = _own_walked(root)
     for _ in range(graph_use._ROUNDS):
         before = len(follower.names)
         for node in own:
@@ -342,9 +355,11 @@ def _branch_paths_walked(root):
 def _dropped_node_by_node(scope, forward, root):
     """``dropped_graph`` as it read the tree before its rounds passed over the nodes they do nothing with:
     every node of the function, and every node of its nested functions and classes for the names they capture,
-    the places of the nodes found by walking the whole function."""
+    the places of the nodes found by walking the whole function, and every expression read through (none passed
+    over for holding neither the forward nor a name that holds its graph)."""
     follower = graph_use._Follower(scope, forward)
-    own = graph_use._own_nodes(scope, root).own
+    follower._carries = follower._carried
+    own = _own_walked(root)
     looped = {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in tree.walk(node.body)}
     follower.branches = _branch_paths_walked(root)
     held: set[str] = set()
@@ -501,3 +516,69 @@ def test_what_a_method_binds_to_self_is_read_again_only_on_the_edits_path(monkey
             if "\n        return kept\n" in text:  # not while an Enter leaves it outside the class, which is parsed anew
                 assert read < sum(1 for _ in tree.walk(method)) / 2, f"at: {text[-200:]!r}"
     assert "self.last" not in summary.self_targets_kept(chunk, method)
+
+
+def test_the_output_handed_on_through_new_names_ends_the_unused_graph_finding_key_by_key():
+    """What each expression of the loop holds (its names and calls, kept with the tree) tells the graph follower
+    which expressions it may pass over: a line typed that puts the preview in a list, and one that keeps the list
+    in an attribute, each key read as a fresh analysis reads it; the finding goes, and comes back."""
+    state = _opened()
+    preview = "            preview = model(batch.cuda())\n"
+    kept = SCRIPT.replace(preview, preview + "            history = [preview.sum() * 2]\n            model.history = history\n")
+    typed, findings, version = _typed(state, SCRIPT, kept, 0)
+    assert ("TL102", "preview = model(batch.cuda())") not in _shown(findings, typed)
+    _, findings, _ = _typed(state, typed, SCRIPT, version)
+    assert ("TL102", "preview = model(batch.cuda())") in _shown(findings, SCRIPT)
+
+
+GAN = '''import torch
+import torch.nn.functional as F
+
+
+class GANTrainer:
+    def __init__(self, generator, discriminator, lr, latent_dim):
+        self.generator = generator
+        self.discriminator = discriminator
+        self.latent_dim = latent_dim
+        self.opt_g = torch.optim.Adam(generator.parameters(), lr=lr)
+        self.opt_d = torch.optim.Adam(discriminator.parameters(), lr=lr)
+
+    def train_step(self, real):
+        z = torch.randn(real.size(0), self.latent_dim, device=real.device)
+        fake = self.generator(z)
+        fake_logits = self.discriminator(fake)
+        g_loss = F.binary_cross_entropy_with_logits(fake_logits, torch.ones_like(fake_logits))
+        g_loss.backward()
+        self.opt_g.step()
+        self.opt_g.zero_grad()
+
+        real_logits = self.discriminator(real)
+        d_loss = F.binary_cross_entropy_with_logits(real_logits, torch.ones_like(real_logits))
+        d_loss.backward()
+        self.opt_d.step()
+        self.opt_d.zero_grad()
+        return g_loss.item(), d_loss.item()
+
+
+def main(loader, epochs):
+    trainer = GANTrainer(torch.nn.Linear(128, 784), torch.nn.Linear(784, 1), 2e-4, 128)
+    for _ in range(epochs):
+        for real, _ in loader:
+            trainer.train_step(real)
+'''
+
+
+def test_a_requires_grad_typed_in_the_step_ends_the_left_gradients_finding_key_by_key():
+    """Whether the step touches ``requires_grad`` (TL201 then leaves the discriminator's left gradients alone) is
+    read statement by statement and kept with the tree: typed key by key and taken back, each key's findings are a
+    fresh analysis', and the warning goes and comes back."""
+    step = "        self.opt_d.step()\n"
+    assert ("TL201", "self.opt_d.step()") in _shown(_fresh(GAN), GAN)
+    state = DocumentState(PATH, None)
+    assert state.analyse(GAN, 0, SETTINGS).findings == _fresh(GAN)
+    frozen = GAN.replace("        g_loss.backward()\n", "        trainable = [p for p in self.generator.parameters() if p.requires_grad]\n"
+                         "        g_loss.backward()\n")
+    typed, findings, version = _typed(state, GAN, frozen, 0)
+    assert ("TL201", step.strip()) not in _shown(findings, typed)
+    _, findings, _ = _typed(state, typed, GAN, version)
+    assert ("TL201", step.strip()) in _shown(findings, GAN)

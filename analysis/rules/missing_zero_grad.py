@@ -282,7 +282,7 @@ class MissingZeroGrad(Rule):
         second without clearing it in between: the second step applies its own gradients plus the ones the
         first loss left in its parameters. Clearing it after its step (for the next call) comes too late."""
         function = scope.function
-        if function is None or _toggles_requires_grad(function.node, items):
+        if function is None or _toggles_requires_grad(scope, function.node, items):
             return  # freezing the second model for the first loss (`set_requires_grad(netD, False)`) leaves it nothing
         direct = [(index, event) for index, (event, chain) in enumerate(items) if not chain and isinstance(event, CallEvent)]
         steps = [(index, event) for index, event in direct if is_optimizer_step(event) and event.receiver_key]
@@ -557,13 +557,18 @@ def _apart(one: str, other: str) -> bool:
     return one != other and not one.startswith(other + ".") and not other.startswith(one + ".")
 
 
-def _toggles_requires_grad(function: cst.FunctionDef, items: list[Item]) -> bool:
-    """The step sets ``requires_grad`` on something, itself or in a helper it calls."""
-    if any(isinstance(node, cst.Attribute) and node.attr.value in {"requires_grad", "requires_grad_"} for node in walk(function.body)):
+def _toggles_requires_grad(scope: ScopeAnalysis, function: cst.FunctionDef, items: list[Item]) -> bool:
+    """The step sets ``requires_grad`` on something, itself or in a helper it calls (the function's nodes read
+    statement by statement, kept with the tree: a key in a long ``main()`` reads those on its path only)."""
+    if scope.chunk.facts_under("TL201 requires_grad attributes", function.body, _requires_grad_attribute):
         return True
     return any(isinstance(event, CallEvent) and event.method == "requires_grad_" for event, _ in items) or any(
         isinstance(event, AssignEvent) and any(key.endswith(".requires_grad") for key in event.targets) for event, _ in items
     )
+
+
+def _requires_grad_attribute(node: cst.CSTNode) -> tuple[bool, ...]:
+    return (True,) if isinstance(node, cst.Attribute) and node.attr.value in {"requires_grad", "requires_grad_"} else ()
 
 
 def _first_in_body(loop: cst.CSTNode) -> cst.CSTNode:
