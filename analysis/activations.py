@@ -210,7 +210,7 @@ def arguments_passed(module: ModuleView, scope: ScopeAnalysis, name: str, depth:
         if argument is None:
             return None
         callers = call.scope
-        value = _unwrapped(callers, callers.evaluate(argument, call.context))
+        value = unwrapped(callers, callers.evaluate(argument, call.context))
         if isinstance(argument, cst.Name) and argument.value in callers.params and callers.summary is scope.summary:
             handed = argument_of(module, callers, argument.value, depth + 1)
             value = handed[0] if handed is not None else value
@@ -218,7 +218,7 @@ def arguments_passed(module: ModuleView, scope: ScopeAnalysis, name: str, depth:
     return found
 
 
-def _unwrapped(scope: ScopeAnalysis, value: Value) -> Value:
+def unwrapped(scope: ScopeAnalysis, value: Value) -> Value:
     """The module a wrapper that runs it was handed where ``scope`` built it (``nn.DataParallel(model, device_ids=ids)``:
     the wrapper returns that module's outputs), else the value as it is."""
     while isinstance(value.detail, str) and call_fact(value.detail, RUNS_WRAPPED_MODULE) and value.site is not None:

@@ -562,13 +562,14 @@ class ScopeAnalysis:
 
     def _method_of_constructed(self, receiver_node: cst.BaseExpression, method: str, receiver: Value) -> FunctionInfo | None:
         """``evaluator.get_scores()`` where this scope bound ``evaluator = BertEvaluator(model, ...)``, or ``BertEvaluator(...)
-        .get_scores()``, an instance of a workspace class that is not an nn.Module: the method that runs, to be followed."""
+        .get_scores()``, an instance of a workspace class that is not an nn.Module: the method that runs, to be followed.
+        Also a function of this module called through its own module object (``own_module_function``)."""
         if receiver.tags:
             return None
         binding = self.last_binding(receiver_node.value) if isinstance(receiver_node, cst.Name) else None
         built = binding.value_node if binding is not None else receiver_node
-        if not isinstance(built, cst.Call):
-            return None
+        if not isinstance(built, cst.Call):  # a module-level alias of this very module (`d2l = sys.modules[__name__]`)
+            return self.summary.own_module_function(built, method, self.params) if binding is None else None
         name = dotted(built.func)
         info = self.summary.local_class(self.canonical(name)) if name else None
         if info is None or self.summary.is_module_class(info):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
@@ -697,6 +697,20 @@ class ModuleSummary:
         if self.workspace is None or "." not in target or target.split(".", 1)[0] in _NEVER_LOCAL:
             return None
         return self._note_resolved(self.workspace.resolve_function(self.path, target))
+
+    def own_module_function(self, node: cst.BaseExpression | None, method: str, shadowing: Collection[str]) -> FunctionInfo | None:
+        """``d2l.grad_clipping`` where this module binds ``d2l = sys.modules[__name__]`` once, and the scope does not
+        shadow the name (``shadowing``: its parameters): Python's import system keeps the module being run in
+        ``sys.modules`` under its ``__name__``, so the alias is this very module and the call runs its own function."""
+        if not isinstance(node, cst.Name) or node.value in shadowing:
+            return None
+        entries = self.bindings.get(node.value) or []
+        bound = entries[0][1] if len(entries) == 1 and entries[0][2] is None else None
+        if not isinstance(bound, cst.Subscript) or self.canonical(dotted(bound.value) or "") != "sys.modules" or len(bound.slice) != 1:
+            return None
+        key = bound.slice[0].slice
+        named = isinstance(key, cst.Index) and isinstance(key.value, cst.Name) and key.value.value == "__name__"
+        return self.functions.get(method) if named else None
 
     def _from_star(self, name: str) -> bool:
         """Whether a bare name may come from a star import: one is there, and nothing in this module binds

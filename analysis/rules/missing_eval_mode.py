@@ -90,6 +90,7 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.activations import unwrapped
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, program_trains, value_returned
@@ -97,6 +98,7 @@ from trainlint.analysis.libraries import (
     DISABLES_DROPOUT,
     LIBRARY_FORWARD_METHODS,
     LIBRARY_NO_GRAD_METHODS,
+    RUNS_WRAPPED_MODULE,
     call_fact,
     torch_layer_dropout,
     torch_layer_mode,
@@ -117,6 +119,7 @@ from trainlint.rules import (
     CallEvent,
     ClassInfo,
     Fires,
+    FunctionInfo,
     ModuleView,
     Quiet,
     Rule,
@@ -2096,7 +2099,17 @@ def _mode_layers(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tup
     return None
 
 
+def _wrapped_model(module: ModuleView, value: Value) -> Value:
+    """The module a data-parallel wrapper was handed where it was built (``nn.DataParallel(model)``, whose forward runs
+    that module and whose mode switches reach it: ``RUNS_WRAPPED_MODULE``), else the value as it is."""
+    if not (isinstance(value.detail, str) and call_fact(value.detail, RUNS_WRAPPED_MODULE)) or value.site is None:
+        return value
+    built = next((event for event in module.all_calls() if event.node is value.site[1]), None)
+    return unwrapped(built.scope, value) if built is not None else value
+
+
 def _layers_of(summary, value: Value, module: ModuleView, *, imported: bool = False) -> tuple | None:
+    value = _wrapped_model(module, value)
     detail = value.detail
     if isinstance(detail, ClassInfo):
         holder = _class_with_layers(summary, detail, depth=0, imported=imported)
@@ -2106,7 +2119,8 @@ def _layers_of(summary, value: Value, module: ModuleView, *, imported: bool = Fa
                 return None
             holder, layer, source = part
             where = f" ({os.path.basename(holder.chunk.origin)})" if holder.home is not None and holder.chunk.origin else ""
-            return ((holder.chunk, holder.node.name), f"`{holder.name}`{where}, a part of `{detail.name}`, builds `{layer}`, "
+            role = f"a part of `{detail.name}`" if isinstance(holder, ClassInfo) else f"which `{detail.name}` calls to build a part"
+            return ((holder.chunk, holder.node.name), f"`{holder.name}`{where}, {role}, builds `{layer}`, "
                     f"which acts differently in training mode whatever its caller passes; {source}")
         default = _dropping_torch_layer(summary, holder) if not _MODE_LAYERS.search(holder.chunk.code_for(holder.node)) else None
         if default is not None:
@@ -2169,11 +2183,13 @@ def _class_with_layers(summary, info: ClassInfo, depth: int, *, imported: bool =
     return None
 
 
-def _part_acting_in_training(summary, info: ClassInfo, depth: int, seen: set[int]) -> tuple[ClassInfo, str, str] | None:
+def _part_acting_in_training(summary, info: ClassInfo | FunctionInfo, depth: int, seen: set[int]) -> tuple[ClassInfo | FunctionInfo, str, str] | None:
     """The class (this one, or one it derives from or builds, in its own file or another workspace file, a star
     import's too: ``UNet`` building ``down`` building ``double_conv``) that builds a torch.nn layer acting differently
     in training mode whatever its callers pass (``nn.BatchNorm2d(out_ch)``, ``nn.Dropout(0.3)``), with the layer and
-    where PyTorch says so. A layer whose switch is a name (``nn.Dropout(dropout)``) is not counted: its caller sets it."""
+    where PyTorch says so. A layer whose switch is a name (``nn.Dropout(dropout)``) is not counted: its caller sets it.
+    A part built by a workspace function (``conv_bn(64, 128)`` returning an ``nn.Sequential`` with its batch-norm,
+    ``backbone()`` returning a class's instance) is read as the classes are: the function's body is what builds it."""
     if id(info) in seen or depth > _PART_DEPTH:
         return None
     seen.add(id(info))
@@ -2187,13 +2203,23 @@ def _part_acting_in_training(summary, info: ClassInfo, depth: int, seen: set[int
             built.append(raw)
         elif not any(arg.star for arg in node.args) and (source := torch_layer_mode(last_part(target), _literal_arguments(node))):
             return info, f"nn.{last_part(target)}", source
-    for raw in dict.fromkeys([*info.bases, *built]):
-        head = raw.split(".", 1)[0]
-        other = home.local_class(home.canonical(raw)) if head in home.imports else home.local_class(raw) if "." not in raw else None
+    for raw in dict.fromkeys([*(info.bases if isinstance(info, ClassInfo) else ()), *built]):
+        other = _workspace_builder(home, raw)
         found = _part_acting_in_training(home, other, depth + 1, seen) if other is not None else None
         if found is not None:
             return found
     return None
+
+
+def _workspace_builder(home, raw: str) -> ClassInfo | FunctionInfo | None:
+    """The workspace class, or module-level function, a call of ``raw`` in ``home`` runs, or None."""
+    imported = raw.split(".", 1)[0] in home.imports
+    if "." not in raw and not imported:
+        return home.local_class(raw) or home.functions.get(raw) or home.imported_function(raw)
+    if not imported:
+        return None
+    target = home.canonical(raw)
+    return home.local_class(target) or home.imported_function(target)
 
 
 # How many classes deep a model's parts are read for a layer that acts in training mode.
@@ -4852,6 +4878,107 @@ MissingEvalMode.MUST_FIRE = (
         },
         severity=Severity.WARNING,
         at="log_hazard = net(x)",
+    ),
+    Fires(  # the detector's parts come from factory functions of another file, and the script trains it wrapped in DataParallel
+        """
+        import torch
+        import torch.nn as nn
+        from tqdm import tqdm
+
+        from nets.detector import Detector
+        from nets.loss import DetectionLoss
+
+
+        def fit_one_epoch(net, criterion, optimizer, train_loader, val_loader, epoch):
+            total_loss, val_loss = 0.0, 0.0
+            for images, targets in tqdm(train_loader, desc=f"epoch {epoch}"):
+                optimizer.zero_grad()
+                loss = sum(criterion(output, targets) for output in net(images.cuda()))
+                loss.backward()
+                optimizer.step()
+                total_loss += loss.item()
+            for images, targets in val_loader:
+                with torch.no_grad():
+                    outputs = net(images.cuda())
+                    val_loss += sum(criterion(output, targets) for output in outputs).item()
+            print(f"train {total_loss:.3f} val {val_loss:.3f}")
+
+
+        if __name__ == "__main__":
+            model = Detector(num_anchors=3, num_classes=20)
+            model.load_state_dict(torch.load("weights/backbone.pth"), strict=False)
+            net = nn.DataParallel(model).cuda()
+            optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, weight_decay=5e-4)
+            criterion = DetectionLoss()
+            train_loader, val_loader = make_loaders("data/voc")
+            for epoch in range(50):
+                fit_one_epoch(net, criterion, optimizer, train_loader, val_loader, epoch)
+        """,
+        files={
+            "nets/detector.py": """
+            from collections import OrderedDict
+
+            import torch.nn as nn
+
+
+            def conv_bn(channels_in, channels_out, kernel_size, stride=1):
+                return nn.Sequential(OrderedDict([
+                    ("conv", nn.Conv2d(channels_in, channels_out, kernel_size, stride, kernel_size // 2, bias=False)),
+                    ("bn", nn.BatchNorm2d(channels_out)),
+                    ("act", nn.LeakyReLU(0.1)),
+                ]))
+
+
+            def neck(widths, channels_in):
+                return nn.Sequential(conv_bn(channels_in, widths[0], 1), conv_bn(widths[0], widths[1], 3))
+
+
+            class Detector(nn.Module):
+                def __init__(self, num_anchors, num_classes):
+                    super().__init__()
+                    self.stem = nn.Conv2d(3, 32, 3, padding=1)
+                    self.neck = neck([64, 128], 32)
+                    self.head = nn.Conv2d(128, num_anchors * (5 + num_classes), 1)
+
+                def forward(self, x):
+                    return [self.head(self.neck(self.stem(x)))]
+            """,
+        },
+        at="outputs = net(images.cuda())",
+    ),
+    Fires(  # the model class is in the script, trained and validated through DataParallel
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Classifier(nn.Module):
+            def __init__(self, classes):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(512, 256), nn.Dropout(0.3), nn.ReLU(), nn.Linear(256, classes))
+
+            def forward(self, x):
+                return self.body(x)
+
+
+        def main():
+            model = nn.DataParallel(Classifier(10)).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+            train_loader, test_loader = get_loaders()
+            for epoch in range(30):
+                for features, labels in train_loader:
+                    loss = F.cross_entropy(model(features.cuda()), labels.cuda())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            correct = 0
+            with torch.no_grad():
+                for features, labels in test_loader:
+                    correct += (model(features.cuda()).argmax(1) == labels.cuda()).sum().item()
+            print(correct)
+        """,
+        at="correct += (model(features.cuda()).argmax(1) == labels.cuda()).sum().item()",
     ),
 )
 
@@ -7516,6 +7643,152 @@ MissingEvalMode.MUST_NOT_FIRE = (
 
                 def forward(self, x):
                     return self.body(x)
+            """,
+        },
+    ),
+    Quiet(  # the same detector and script, switched to eval mode for validation and back for training
+        """
+        import torch
+        import torch.nn as nn
+
+        from nets.detector import Detector
+        from nets.loss import DetectionLoss
+
+
+        def fit_one_epoch(net, criterion, optimizer, train_loader, val_loader, epoch):
+            total_loss, val_loss = 0.0, 0.0
+            net.train()
+            for images, targets in train_loader:
+                optimizer.zero_grad()
+                loss = sum(criterion(output, targets) for output in net(images.cuda()))
+                loss.backward()
+                optimizer.step()
+                total_loss += loss.item()
+            net.eval()
+            for images, targets in val_loader:
+                with torch.no_grad():
+                    outputs = net(images.cuda())
+                    val_loss += sum(criterion(output, targets) for output in outputs).item()
+            print(f"epoch {epoch}: train {total_loss:.3f} val {val_loss:.3f}")
+
+
+        if __name__ == "__main__":
+            net = nn.DataParallel(Detector(num_anchors=3, num_classes=20)).cuda()
+            optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+            criterion = DetectionLoss()
+            train_loader, val_loader = make_loaders("data/voc")
+            for epoch in range(50):
+                fit_one_epoch(net, criterion, optimizer, train_loader, val_loader, epoch)
+        """,
+        files={
+            "nets/detector.py": """
+            import torch.nn as nn
+
+
+            def conv_bn(channels_in, channels_out, kernel_size):
+                return nn.Sequential(nn.Conv2d(channels_in, channels_out, kernel_size, padding=kernel_size // 2, bias=False),
+                                     nn.BatchNorm2d(channels_out), nn.LeakyReLU(0.1))
+
+
+            class Detector(nn.Module):
+                def __init__(self, num_anchors, num_classes):
+                    super().__init__()
+                    self.neck = nn.Sequential(conv_bn(3, 64, 3), conv_bn(64, 128, 3))
+                    self.head = nn.Conv2d(128, num_anchors * (5 + num_classes), 1)
+
+                def forward(self, x):
+                    return [self.head(self.neck(x))]
+            """,
+        },
+    ),
+    Quiet(  # the factory's only mode-dependent layer is a dropout whose rate the caller passes, 0 here: nothing differs between modes
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        from blocks import Tagger
+
+
+        def main():
+            model = nn.DataParallel(Tagger(vocab=30000, tags=17)).cuda()
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            train_loader, dev_loader = get_loaders()
+            for epoch in range(10):
+                for tokens, tags in train_loader:
+                    loss = F.cross_entropy(model(tokens.cuda()).flatten(0, 1), tags.cuda().flatten())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            with torch.no_grad():
+                for tokens, tags in dev_loader:
+                    predicted = model(tokens.cuda()).argmax(-1)
+                    print((predicted == tags.cuda()).float().mean().item())
+        """,
+        files={
+            "blocks.py": """
+            import torch.nn as nn
+
+
+            def projection(width, out, dropout=0.0):
+                return nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Dropout(dropout), nn.Linear(width, out))
+
+
+            class Tagger(nn.Module):
+                def __init__(self, vocab, tags, width=256):
+                    super().__init__()
+                    self.embed = nn.Embedding(vocab, width)
+                    self.out = projection(width, tags)
+
+                def forward(self, tokens):
+                    return self.out(self.embed(tokens))
+            """,
+        },
+    ),
+    Quiet(  # the detector's module, trained by a script of another file: its own inference method switches the mode
+        """
+        import torch
+        import torch.nn as nn
+
+
+        def conv_bn(channels_in, channels_out, kernel_size):
+            return nn.Sequential(nn.Conv2d(channels_in, channels_out, kernel_size, padding=kernel_size // 2, bias=False),
+                                 nn.BatchNorm2d(channels_out), nn.LeakyReLU(0.1))
+
+
+        class Detector(nn.Module):
+            def __init__(self, num_anchors, num_classes):
+                super().__init__()
+                self.neck = nn.Sequential(conv_bn(3, 64, 3), conv_bn(64, 128, 3))
+                self.head = nn.Conv2d(128, num_anchors * (5 + num_classes), 1)
+
+            def forward(self, x):
+                return [self.head(self.neck(x))]
+
+            @torch.no_grad()
+            def detect(self, images, threshold=0.5):
+                self.eval()
+                scores = self(images)[0].sigmoid()
+                return scores > threshold
+        """,
+        files={
+            "fit.py": """
+            import torch
+            import torch.nn as nn
+
+            from train import Detector
+
+
+            if __name__ == "__main__":
+                model = Detector(num_anchors=3, num_classes=20)
+                net = nn.DataParallel(model).cuda()
+                optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+                for images, targets in make_loader("data/voc"):
+                    loss = sum(output.square().mean() for output in net(images.cuda()))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(model.detect(torch.randn(1, 3, 416, 416)).sum())
             """,
         },
     ),

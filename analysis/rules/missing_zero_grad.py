@@ -1575,6 +1575,39 @@ MissingZeroGrad.MUST_FIRE = (
         severity=Severity.WARNING,
         at="discr_optim.step()",
     ),
+    Fires(  # a book's package module calls its own helpers through the module object it binds (`sys.modules[__name__]`)
+        """
+        import sys
+
+        import torch
+        from torch import nn
+
+        book = sys.modules[__name__]
+
+
+        def grad_clipping(net, theta):
+            params = [p for p in net.parameters() if p.requires_grad]
+            norm = torch.sqrt(sum(torch.sum(p.grad ** 2) for p in params))
+            if norm > theta:
+                for param in params:
+                    param.grad[:] *= theta / norm
+
+
+        def train_seq2seq(net, data_iter, lr, num_epochs, device):
+            net.to(device)
+            optimizer = torch.optim.Adam(net.parameters(), lr=lr)
+            loss = nn.CrossEntropyLoss(reduction="none")
+            net.train()
+            for epoch in range(num_epochs):
+                for batch in data_iter:
+                    source, target = [x.to(device) for x in batch]
+                    l = loss(net(source).permute(0, 2, 1), target)
+                    l.sum().backward()
+                    book.grad_clipping(net, 1)
+                    optimizer.step()
+        """,
+        at="l.sum().backward()",
+    ),
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
@@ -2161,6 +2194,50 @@ MissingZeroGrad.MUST_NOT_FIRE = (
                 maps.append(x.grad.abs().detach())
                 opt.step()
             return maps
+        """,
+    ),
+    Quiet(  # the module's own helper, reached through its module object, is the one that clears the gradients
+        """
+        import sys
+
+        import torch
+
+        book = sys.modules[__name__]
+
+
+        def sgd(params, lr, batch_size):
+            with torch.no_grad():
+                for param in params:
+                    param -= lr * param.grad / batch_size
+                    param.grad.zero_()
+
+
+        def train_epoch(net, train_iter, loss, lr, batch_size):
+            for X, y in train_iter:
+                l = loss(net(X), y)
+                l.sum().backward()
+                book.sgd(net.parameters(), lr, batch_size)
+                optimizer.step()
+        """,
+    ),
+    Quiet(  # `book` is another module loaded at run time, whose `grad_clipping` this file does not show: it may clear
+        """
+        import importlib
+
+        import torch
+        from torch import nn
+
+        book = importlib.import_module("course.torch_utils")
+
+
+        def train_seq2seq(net, data_iter, lr, num_epochs, device):
+            optimizer = torch.optim.Adam(net.parameters(), lr=lr)
+            loss = nn.CrossEntropyLoss()
+            for epoch in range(num_epochs):
+                for source, target in data_iter:
+                    loss(net(source.to(device)), target.to(device)).backward()
+                    book.grad_clipping(net, 1)
+                    optimizer.step()
         """,
     ),
 )
