@@ -86,6 +86,8 @@ from trainlint.rules import (
 )
 
 Item = tuple[Event, tuple[CallEvent, ...]]
+Chains = tuple[tuple[CallEvent, ...], tuple[CallEvent, ...]]  # the calls that run a clearing, and a step
+StepItem = tuple[CallEvent, tuple[CallEvent, ...]]  # an optimizer step, and the calls that run it
 # (backward, clearing, step, what spreads the step over several backwards, whether the step runs when its test holds),
 # and the side of a setting's test that all of it runs on, when only one side's run undoes the accumulation
 Undone = tuple[CallEvent, Item, CallEvent, "Loop | Condition", bool, "Condition | None"]
@@ -104,9 +106,11 @@ class ZeroGradBeforeStep(Rule):
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         for loop in scope.loops:
-            items = [item for item in ordered_events(scope, loop) if _runs_in_iteration(item, loop)]
+            every = list(ordered_events(scope, loop))
+            items = [item for item in every if _runs_in_iteration(item, loop)]
             reported = set()
-            for backward, clear, step in _cleared_before_step(items, loop):
+            accumulated = [item for item in every if _runs_in_iteration(item, loop) or _accumulated_by_inner_loop(scope, item, loop)]
+            for backward, clear, step in _cleared_before_step(accumulated, loop):
                 reported.add(id(clear[0].node))
                 if not _inside_one_helper(ctx, backward, clear, step):  # that helper's own check reports it
                     self._report(ctx, scope, loop, backward, clear, step)
@@ -123,9 +127,11 @@ class ZeroGradBeforeStep(Rule):
                 self._report_wasted(ctx, scope, loop, *wasted)
         # a step function with no loop of its own (`train_step(batch)`, called by a loop elsewhere or by a
         # framework): between its backward and its step nothing may clear either
-        straight = [item for item in ordered_events(scope, None) if _runs_outside_loops(item)]
+        whole = list(ordered_events(scope, None))
+        straight = [item for item in whole if _runs_outside_loops(item)]
         reported = set()
-        for backward, clear, step in _cleared_before_step(straight, None):
+        accumulated = [item for item in whole if _runs_outside_loops(item) or _accumulated_by_inner_loop(scope, item, None)]
+        for backward, clear, step in _cleared_before_step(accumulated, None):
             self._report(ctx, scope, None, backward, clear, step)
             reported.add(id(clear[0].node))
         undone = _micro_batches_of_step_function(scope)
@@ -260,6 +266,10 @@ class ZeroGradBeforeStep(Rule):
                 f"`{stepping}` runs once after the loop on line {ctx.line_of((scope.chunk, accumulation.node))}, whose "
                 f"every iteration runs `{clearing}` and then `{written(backward)}`"
             )
+            if side is not None and side.test is not None:
+                shown = " ".join(clear.chunk.code_for(side.test).split()) if side in clear.context.conditions else None
+                shown = shown or " ".join(scope.chunk.code_for(side.test).split())
+                schedule += f" when `{shown}` {'holds' if side.branch == 'if' else 'does not hold'}"
             where = ((scope.chunk, accumulation.node), "one backward per iteration, one step after the loop")
         else:
             # the test stands in the loop, or in the helper that steps (its chunk is the step's)
@@ -326,7 +336,10 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> Undone | None:
     steps = [event for event in own if isinstance(event, CallEvent) and is_optimizer_step(event)]
     if not steps and not _handles_gradients_itself(scope, loop):
         helper = _stepped_by_helper_every_n(scope, loop)
-        return None if helper is None else (*helper, None)
+        if helper is not None:
+            return (*helper, None)
+        run = _steps_run_from(scope, loop)  # `self.optim_step()` after the micro-batch loop
+        return _micro_batches_undone(scope, loop, run[0]) if len(run) == 1 else None
     if len(steps) == 2 and not _handles_gradients_itself(scope, loop):
         # one step per side of a setting (`if fp16: scaler.step(opt)` / `else: opt.step()`): each side's run is read alone
         setting = _setting_sides(scope, loop, steps)
@@ -336,6 +349,10 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> Undone | None:
             found = _every_n_undone(scope, loop, step, side)
             if found is not None:
                 return found
+        for step, side in zip(steps, setting):  # the side's micro-batch loop clears on every pass, its step after it
+            micro = _micro_batches_undone(scope, loop, (step, ()))
+            if micro is not None and (micro[5] is None or _same_side(micro[5], side, scope)):
+                return micro
         return None
     if len(steps) != 1 or _handles_gradients_itself(scope, loop):
         return None
@@ -358,8 +375,7 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> Undone | None:
             every_n, holds = [condition], condition.branch != "if"
     if every_n:
         return _cleared_every_iteration(scope, loop, step, every_iteration, every_n[0], holds, None)
-    micro = _micro_batches_undone(scope, loop, step)
-    return None if micro is None else (*micro, None)
+    return _micro_batches_undone(scope, loop, (step, ()))
 
 
 def _cleared_every_iteration(scope: ScopeAnalysis, loop: Loop, step: CallEvent, every_iteration: Event, every_n: Condition,
@@ -501,32 +517,57 @@ def _prepared_by_accelerator(scope: ScopeAnalysis, name: str | None) -> bool:
     return False
 
 
-def _micro_batches_undone(scope: ScopeAnalysis, outer: Loop | None, step: CallEvent) -> tuple[CallEvent, Item, CallEvent, Loop, bool] | None:
+def _micro_batches_undone(
+    scope: ScopeAnalysis, outer: Loop | None, step: StepItem,
+) -> tuple[CallEvent, Item, CallEvent, Loop, bool, Condition | None] | None:
     """A micro-batch loop directly inside ``outer`` (or at the scope's top, ``None``) that runs the clearing
-    and the backward on every iteration and no step, with ``step`` after it. Both may run in a helper the
-    loop calls (`forward_backward(model, micro, optimizer, scaler)`), and the clearing may be a loop over
-    the parameters (`for p in model.parameters(): p.grad = None`)."""
+    and the backward on every iteration and no step, with ``step`` after it (the scope's own, or run by a
+    helper it calls there: `self.optim_step()`). Both may run in a helper the loop calls
+    (`forward_backward(model, micro, optimizer, scaler)`), and the clearing may be a loop over the parameters
+    (`for p in model.parameters(): p.grad = None`). Both may also run on one side of a setting that no pass
+    changes (`if use_amp:` around the clearing and the scaled backward): whenever that side runs, it runs on
+    every pass; the last item is that side."""
+    site = step[1][0] if step[1] else step[0]
     for inner in scope.loops:
-        if inner.parent is not outer or not _runs_after(scope, step, inner):
+        if inner.parent is not outer or not _runs_after(scope, site, inner):
             continue
         items = list(ordered_events(scope, inner))
         if any(isinstance(event, CallEvent) and is_optimizer_step(event) for event, _ in items):
             continue
-        every_pass = [item for item in items if _runs_every_pass(item, inner)]
-        backward = next((event for event, _ in every_pass if _adds_to_grad(event)), None)
+        rebound = _bound_in(inner.node)
+        every_pass = [item for item in items if _runs_every_pass(item, inner, rebound)]
         clear = next((item for item in every_pass if clears_gradients(item[0])), None)
-        if backward is not None and clear is not None and _clears_what_steps(clear, step):
-            return backward, clear, step, inner, True
+        if clear is None:
+            continue
+        sides = _sides(clear, inner)
+        backward = next((
+            event for event, chain in every_pass
+            if _adds_to_grad(event) and _sides((event, chain), inner) <= sides
+        ), None)
+        if backward is not None and _clears_what_steps(clear, step):
+            side = next(iter(_site(clear).context.conditions_inside(inner)), None)
+            return backward, clear, step[0], inner, True, side
     return None
 
 
-def _runs_every_pass(item: Item, inner: Loop) -> bool:
+def _site(item: Item) -> Event:
+    """Where an event runs in the scope: the call of the helper that runs it, or itself."""
+    return item[1][0] if item[1] else item[0]
+
+
+def _sides(item: Item, inner: Loop) -> set[tuple[int, str]]:
+    """The sides of the tests in ``inner`` that the event runs on."""
+    return {(id(condition.node), condition.branch) for condition in _site(item).context.conditions_inside(inner)}
+
+
+def _runs_every_pass(item: Item, inner: Loop, rebound: frozenset[str] | None = None) -> bool:
     """An event that runs on every iteration of ``inner``: in its body or in a helper called there, under
-    no test; a clearing of `.grad` may also sit in a loop over the parameters in that body."""
+    no test (or, given the names the loop binds, ``rebound``, only under settings no pass changes); a clearing of
+    `.grad` may also sit in a loop over the parameters in that body."""
     event, chain = item
     site = chain[0] if chain else event
     links = (*chain[1:], event) if chain else ()
-    if site.context.conditions_inside(inner) or any(
+    if any(not _a_setting(condition, rebound) for condition in site.context.conditions_inside(inner)) or any(
         link.context.loops or not all(branch_as_called(test, caller) is True for test in link.context.conditions)
         for link, caller in zip(links, chain)
     ):
@@ -538,6 +579,36 @@ def _runs_every_pass(item: Item, inner: Loop) -> bool:
         not chain and len(loops) >= 2 and loops[-2] is inner and not site.context.conditions_inside(loops[-1])
         and _iterates_parameters(site.scope, loops[-1]) and clears_gradients(event)
     )
+
+
+def _a_setting(condition: Condition, rebound: frozenset[str] | None) -> bool:
+    """A test that holds the same on every pass of a loop: it calls nothing, counts nothing, and reads no name
+    the loop binds (``rebound``), as `if use_amp:` or `if args.fp16:` (none: a loop's tests are not settings)."""
+    test = condition.test
+    if test is None or rebound is None or _every_n(test):
+        return False
+    read = {node.value for node in walk(test) if isinstance(node, cst.Name)}
+    return not read & rebound and not any(isinstance(node, cst.Call) for node in walk(test))
+
+
+def _bound_in(loop: cst.CSTNode) -> frozenset[str]:
+    """The names a loop binds: its targets and what its body assigns (the first name of an attribute set there)."""
+    bound: set[str] = set()
+    for node in walk(loop):
+        targets: list[cst.CSTNode] = []
+        if isinstance(node, (cst.For, cst.CompFor)):
+            targets.append(node.target)
+        elif isinstance(node, cst.Assign):
+            targets.extend(target.target for target in node.targets)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets.append(node.target)
+        elif isinstance(node, cst.NamedExpr):
+            targets.append(node.target)
+        elif isinstance(node, cst.AsName):
+            targets.append(node.name)
+        for target in targets:
+            bound.update(inner.value for inner in walk(target) if isinstance(inner, cst.Name))
+    return frozenset(bound)
 
 
 def _iterates_parameters(scope: ScopeAnalysis, loop: Loop) -> bool:
@@ -552,23 +623,18 @@ def _iterates_parameters(scope: ScopeAnalysis, loop: Loop) -> bool:
 _PARAMETER_LISTS = frozenset({"parameters", "named_parameters"})
 
 
-def _clears_what_steps(cleared: Item, step: CallEvent) -> bool:
-    """The clearing empties the gradients ``step`` reads; a helper's `optimizer.zero_grad()` whose
-    `optimizer` is its parameter is compared as the call hands it (`forward_backward(model, micro, opt)`)."""
-    clear, chain = cleared
-    handed = _handed_name(clear, chain)
-    if handed is not None:
-        return handed == _optimizer_key(step)
-    return _same_gradients(clear, step, [(step, ())])
+def _clears_what_steps(cleared: Item, step: StepItem) -> bool:
+    """The clearing empties the gradients ``step`` reads, each named as the loop names it (a helper's
+    `optimizer.zero_grad()` whose `optimizer` is its parameter is compared as the call hands it,
+    `forward_backward(model, micro, opt)`; a method's `self.optimizer` as the receiver's)."""
+    return _same_gradients(cleared[0], step[0], [cleared, step], chains=(cleared[1], step[1]))
 
 
-def _handed_name(clear: Event, chain: tuple[CallEvent, ...]) -> str | None:
-    """What the loop's call of a helper passes for the parameter the helper's clearing is called on."""
-    if len(chain) != 1 or not isinstance(clear, CallEvent) or clear.receiver_key is None or chain[0].function is None:
+def _argument_for(call: CallEvent, name: str) -> str | None:
+    """What ``call`` hands the parameter ``name`` of the function it runs, as the caller writes it."""
+    function = call.function
+    if function is None:
         return None
-    call, function, name = chain[0], chain[0].function, clear.receiver_key
-    if name not in clear.scope.params or clear.scope.last_binding(name, before=clear) is not None:
-        return None  # the helper binds the name itself
     handed = call.keyword(name)
     if handed is None and name in function.positional_parameters:
         index = function.positional_parameters.index(name)
@@ -576,6 +642,31 @@ def _handed_name(clear: Event, chain: tuple[CallEvent, ...]) -> str | None:
         if index < len(plain) and not any(arg.star for arg in call.arg_nodes):
             handed = plain[index]
     return dotted(handed.value) if handed is not None else None
+
+
+def _key_in_caller(item: Item) -> str | None:
+    """The optimizer a clearing or a step works on, named as the outermost scope of its chain of calls names it:
+    through each call, a method's `self.optimizer` is the receiver's (`worker.forward_backward()` runs on
+    `worker.optimizer`) and a helper's parameter is the argument the call hands it. Two methods of one object
+    then name one optimizer, and the same method run on two objects two; a name the helper binds itself stays
+    its own."""
+    event, chain = item
+    key = _optimizer_key(event)
+    scope = event.scope
+    for link in reversed(chain):
+        if key is None:
+            return None
+        head, dot, rest = key.partition(".")
+        function = link.function
+        if head == "self" and function is not None and function.owner is not None and link.receiver_key not in (None, "self"):
+            key = f"{link.receiver_key}{dot}{rest}"
+        elif head in scope.params and head != "self" and scope.last_binding(head) is None:
+            handed = _argument_for(link, head)
+            if handed is None:  # handed by a star or not at all: compared as the helper writes it
+                return _optimizer_key(event)
+            key = f"{handed}{dot}{rest}"
+        scope = link.scope
+    return key
 
 
 def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEvent, Condition, bool] | None:
@@ -587,7 +678,7 @@ def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEv
     if len(steps) != 1:
         return None
     step = steps[0]
-    gated = [(step, c) for c in step.context.conditions if c.test is not None and _every_n(c.test)]
+    gated = [(step, c) for c in step.context.conditions if c.test is not None and (_every_n(c.test) or _counter_reset(c, None, scope))]
     if not gated:
         gated = [
             (event, c) for event in own if isinstance(event, JumpEvent) and event.kind == "return" and _before(scope, event, step)
@@ -609,20 +700,29 @@ def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEv
     return backward, clear, step, condition, holds
 
 
-def _micro_batches_of_step_function(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEvent, Loop, bool] | None:
+def _micro_batches_of_step_function(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEvent, Loop, bool, Condition | None] | None:
     """A step function with no outer loop (`train_step(self, micro_batches)`): its micro-batch loop clears
     before each backward and its one step after the loop applies the last pass alone. Quiet when the
     micro-batch loop reads or sets `.grad` itself, or hands the model or the optimizer to what it cannot follow."""
-    steps = [
-        event for event in scope.events
-        if event.context.loop is None and isinstance(event, CallEvent) and is_optimizer_step(event)
-    ]
+    steps = _steps_run_from(scope, None)
     if len(steps) != 1:
         return None
     undone = _micro_batches_undone(scope, None, steps[0])
     if undone is None or _handles_gradients_itself(scope, undone[3]):
         return None
     return undone
+
+
+def _steps_run_from(scope: ScopeAnalysis, loop: Loop | None) -> list[StepItem]:
+    """The optimizer steps a statement directly in ``loop`` (or at the scope's top, ``None``) runs: its own, or one a
+    helper called there runs outside any loop of its own (`self.optim_step()` stepping `self.optimizer`); a
+    project's own `.step()` that wraps a step counts as the step inside it."""
+    return [
+        (event, chain) for event, chain in ordered_events(scope, loop)
+        if isinstance(event, CallEvent) and is_optimizer_step(event) and not _wraps_a_step(event)
+        and (chain[0] if chain else event).context.loop is loop
+        and not any(link.context.loops for link in (*chain[1:], event) if chain)
+    ]
 
 
 def _stepped_by_helper_every_n(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, Item, CallEvent, Condition, bool] | None:
@@ -675,22 +775,28 @@ def _every_n(test, counted: frozenset[str] = frozenset()) -> bool:
     )
 
 
-def _counter_reset(condition: Condition, loop: Loop) -> bool:
+def _counter_reset(condition: Condition, loop: Loop | None, scope: ScopeAnalysis | None = None) -> bool:
     """A branch taken once a counter reaches a bound: its test reads a name the loop adds to (``count += 1``)
     and the branch sets back to a number (``if count == accum: ...; count = 0``), so it holds every N
-    iterations."""
+    iterations. In a step function with no loop (``loop`` None, ``scope`` the function), the count is one the
+    object keeps between calls (``self.micro_step += 1``; a local name starts again on every call)."""
     if condition.branch != "if" or not isinstance(condition.node, cst.If):
         return False
-    tested = {node.value for node in walk(condition.test) if isinstance(node, cst.Name)} if condition.test is not None else set()
+    body = loop.node.body if loop is not None else scope.function.node.body if scope is not None and scope.function else None
+    if body is None:
+        return False
+    named = (cst.Name, cst.Attribute)
+    tested = {dotted(node) for node in walk(condition.test) if isinstance(node, named)} if condition.test is not None else set()
     reset = {
-        target.target.value for node in walk(condition.node.body) if isinstance(node, cst.Assign)
-        and isinstance(node.value, cst.Integer) for target in node.targets if isinstance(target.target, cst.Name)
+        dotted(target.target) for node in walk(condition.node.body) if isinstance(node, cst.Assign)
+        and isinstance(node.value, cst.Integer) for target in node.targets if isinstance(target.target, named)
     }
     counted = {
-        node.target.value for node in walk(loop.node.body) if isinstance(node, cst.AugAssign)
-        and isinstance(node.operator, cst.AddAssign) and isinstance(node.target, cst.Name)
+        dotted(node.target) for node in walk(body) if isinstance(node, cst.AugAssign)
+        and isinstance(node.operator, cst.AddAssign) and isinstance(node.target, named)
     }
-    return bool(tested & reset & counted)
+    kept = {name for name in tested & reset & counted if name is not None and (loop is not None or "." in name)}
+    return bool(kept)
 
 
 def _counted_tests(scope: ScopeAnalysis, loop: Loop | None, step: Event) -> frozenset[str]:
@@ -832,6 +938,23 @@ def _adds_to_grad(event: Event) -> TypeGuard[CallEvent]:
     return accumulates_into_grad(event) or (
         isinstance(event, CallEvent) and event.method == "manual_backward" and event.receiver_key == "self"
     )
+
+
+def _accumulated_by_inner_loop(scope: ScopeAnalysis, item: Item, loop: Loop | None) -> bool:
+    """A backward in a loop nested in ``loop`` (in a loop at the scope's top, ``None``) that steps nothing and
+    leaves `.grad` alone: a micro-batch loop adding its passes' gradients up for the step after it, so its
+    backward is one of the iteration's (`for micro in chunks: loss.backward()`, then `optimizer.step()`)."""
+    event, chain = item
+    if not _adds_to_grad(event) or (chain and any(link.context.loops for link in (*chain[1:], event))):
+        return False
+    loops = (chain[0] if chain else event).context.loops
+    if loop is not None and loop not in loops:
+        return False
+    depth = loops.index(loop) + 1 if loop is not None else 0
+    if len(loops) <= depth:
+        return False
+    inner = loops[depth]
+    return not _handles_gradients_itself(scope, inner) and not any(_steps(other) for other, _ in ordered_events(scope, inner))
 
 
 def _runs_outside_loops(item: Item) -> bool:
@@ -1042,7 +1165,9 @@ def _cleared_before_step(items: list[Item], loop: Loop | None):
             if not clears_gradients(candidate) or _followed_helper(candidate):
                 continue
             step = _next_step(around, later)
-            if step is not None and _clears_for(candidate, step[0], items) and _runs_whenever(around[later], step, loop):
+            if step is not None and _clears_for(candidate, step[0], items, chains=(around[later][1], step[1])) and _runs_whenever(
+                around[later], step, loop,
+            ):
                 yield items[index], around[later], step
             break
 
@@ -1058,7 +1183,7 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
     with nothing stepping in between, runs another backward and then steps; the loop steps one optimizer only
     (with two, a clearing between backward passes drops one network's share of the other's loss on purpose), and
     nothing in it reads or sets `.grad` or hands the model or the optimizer to a call it cannot follow."""
-    steppers = {_optimizer_key(event) for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)}
+    steppers = {_key_in_caller(item) for item in items if isinstance(item[0], CallEvent) and is_optimizer_step(item[0])}
     if not steppers:
         return None
     first: Item | None = None
@@ -1070,7 +1195,7 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
         if _adds_to_grad(event):
             if first is not None and clear is not None:
                 step = _next_step(items, items.index(item))
-                if step is None or not _clears_for(clear[0], step[0], items) or _handles_gradients_itself(scope, loop):
+                if step is None or not _clears_for(clear[0], step[0], items, chains=(clear[1], step[1])) or _handles_gradients_itself(scope, loop):
                     return None
                 if not _runs_whenever(clear, step, loop):
                     return None
@@ -1083,15 +1208,15 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
     return None
 
 
-def _clears_for(clear: Event, step: CallEvent, items: list[Item]) -> bool:
+def _clears_for(clear: Event, step: CallEvent, items: list[Item], chains: Chains = ((), ())) -> bool:
     """The clearing empties the gradients the step reads: the same optimizer, or with one optimizer stepped, any
     clearing of a model; or the model whose parameters the stepped optimizer was built over (`netD.zero_grad()` and
     `optimizerD = Adam(netD.parameters())`)."""
     trained = _model_stepped(step)
     over = _parameters_around(clear)
     if over is not None and _zeroes_a_gradient(clear):  # every parameter of what, the stepped model's or a part's?
-        return _iterates_what_steps(over, step, trained) and _same_gradients(clear, step, items)
-    if _same_gradients(clear, step, items):
+        return _iterates_what_steps(over, step, trained) and _same_gradients(clear, step, items, chains)
+    if _same_gradients(clear, step, items, chains):
         return True
     return trained is not None and _clears_a_model(clear) and isinstance(clear, CallEvent) and clear.receiver_key == trained
 
@@ -1157,16 +1282,18 @@ def _wraps_a_step(call: CallEvent, depth: int = 3, seen: frozenset = frozenset()
     )
 
 
-def _same_gradients(clear: Event, step: CallEvent, items: list[Item]) -> bool:
-    """The clearing call empties the gradients this step reads."""
+def _same_gradients(clear: Event, step: CallEvent, items: list[Item], chains: Chains = ((), ())) -> bool:
+    """The clearing call empties the gradients this step reads; ``chains``, the calls that run each (none: the
+    scope's own), name their optimizers as the scope does."""
     if _engines_optimizer(clear, step, items):
         return True
-    cleared = None if _zeroes_a_gradient(clear) else _optimizer_key(clear)  # `p.grad.zero_()` names no optimizer
-    stepped = _optimizer_key(step)
+    # `p.grad.zero_()` names no optimizer
+    cleared = None if _zeroes_a_gradient(clear) else _key_in_caller((clear, chains[0]))
+    stepped = _key_in_caller((step, chains[1]))
     if cleared is not None and stepped is not None:
         return cleared == stepped
     # `model.zero_grad()`, `p.grad = None`, `p.grad.zero_()`: the same gradients when the loop steps one optimizer only
-    steppers = {_optimizer_key(event) for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)}
+    steppers = {_key_in_caller(item) for item in items if isinstance(item[0], CallEvent) and is_optimizer_step(item[0])}
     return len(steppers) == 1 and (isinstance(clear, AssignEvent) or _clears_a_model(clear) or _zeroes_a_gradient(clear))
 
 
@@ -1177,7 +1304,7 @@ def _engines_optimizer(clear: Event, step: CallEvent, items: list[Item]) -> bool
         return False
     if not {Tag.ENGINE, Tag.OPTIMIZER} <= clear.receiver.tags or Tag.ENGINE not in step.receiver.tags:
         return False
-    steppers = {_optimizer_key(event) for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)}
+    steppers = {_key_in_caller(item) for item in items if isinstance(item[0], CallEvent) and is_optimizer_step(item[0])}
     return len(steppers) == 1
 
 
@@ -2642,6 +2769,215 @@ ZeroGradBeforeStep.MUST_FIRE = (
         no_fix=True,
         at="model.zero_grad()",
     ),
+    Fires(  # the micro-batch loop accumulates, then the clearing lands between it and the step (shapes zg14)
+        """
+        import torch
+
+        from model import GPT
+
+
+        def train(config, get_batch, max_iters):
+            model = GPT(config).cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+            scaler = torch.cuda.amp.GradScaler()
+            x, y = get_batch("train")
+            for _ in range(max_iters):
+                for _micro_step in range(config.accumulation_steps):
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        _, loss = model(x, y)
+                        loss = loss / config.accumulation_steps
+                    x, y = get_batch("train")
+                    scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                optimizer.zero_grad(set_to_none=True)
+                scaler.step(optimizer)
+                scaler.update()
+        """,
+        files={"model.py": """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class GPT(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.head = nn.Linear(config.width, config.vocab)
+
+            def forward(self, x, y):
+                logits = self.head(x)
+                return logits, F.cross_entropy(logits.flatten(0, 1), y.flatten())
+        """},
+        fixed="""
+        import torch
+
+        from model import GPT
+
+
+        def train(config, get_batch, max_iters):
+            model = GPT(config).cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+            scaler = torch.cuda.amp.GradScaler()
+            x, y = get_batch("train")
+            for _ in range(max_iters):
+                for _micro_step in range(config.accumulation_steps):
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        _, loss = model(x, y)
+                        loss = loss / config.accumulation_steps
+                    x, y = get_batch("train")
+                    scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                scaler.step(optimizer)
+                optimizer.zero_grad(set_to_none=True)
+                scaler.update()
+        """,
+        at="optimizer.zero_grad(set_to_none=True)",
+    ),
+    Fires(  # a worker object in another file: its forward_backward clears what the earlier micro-batches left, and its
+            # optim_step (the same object's optimizer) steps once after the loop
+        """
+        from worker import PolicyWorker
+
+
+        def train(policy, batches, micro_batches, lr):
+            worker = PolicyWorker(policy, lr)
+            for batch in batches:
+                for micro in batch.chunk(micro_batches):
+                    worker.forward_backward(micro)
+                worker.optim_step()
+        """,
+        files={"worker.py": """
+        import torch
+
+
+        class PolicyWorker:
+            def __init__(self, policy, lr):
+                self.policy = policy
+                self.optimizer = torch.optim.AdamW(policy.parameters(), lr=lr)
+
+            def forward_backward(self, micro):
+                self.optimizer.zero_grad(set_to_none=True)
+                loss = -self.policy(micro).mean()
+                loss.backward()
+                return loss.item()
+
+            def optim_step(self):
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), 1.0)
+                self.optimizer.step()
+        """},
+        no_fix=True,
+        at="worker.forward_backward(micro)",
+    ),
+    Fires(  # the same split inside one trainer: train_step's micro-batch loop runs a method that clears, then steps
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class Trainer:
+            def __init__(self, model, lr):
+                self.model = model
+                self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+
+            def forward_backward(self, inputs, labels):
+                self.optimizer.zero_grad()
+                loss = F.cross_entropy(self.model(inputs), labels)
+                loss.backward()
+                return loss.item()
+
+            def optim_step(self):
+                self.optimizer.step()
+
+            def train_step(self, inputs, labels, micro_batches):
+                for x, y in zip(inputs.chunk(micro_batches), labels.chunk(micro_batches)):
+                    self.forward_backward(x, y)
+                self.optim_step()
+        """,
+        no_fix=True,
+        at="self.optimizer.zero_grad()",
+    ),
+    Fires(  # a trainer built from another file: its reset() clears the optimizer that `trainer.optimizer` names
+        """
+        import torch.nn.functional as F
+
+        from trainer_lib import Trainer
+
+
+        def main(model, loader):
+            trainer = Trainer(model)
+            for images, labels in loader:
+                loss = F.cross_entropy(model(images), labels)
+                loss.backward()
+                trainer.reset()
+                trainer.optimizer.step()
+        """,
+        files={"trainer_lib.py": """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+            def reset(self):
+                self.optimizer.zero_grad()
+        """},
+        no_fix=True,
+        at="trainer.reset()",
+    ),
+    Fires(  # AMP gradient accumulation: only the AMP side of the micro-batch loop clears, on every pass
+        """
+        import torch
+
+
+        def train(model, loader, optimizer, scaler, accumulation_steps, use_amp):
+            for batch in loader:
+                for micro in batch.chunk(accumulation_steps):
+                    if use_amp:
+                        optimizer.zero_grad()
+                        with torch.autocast("cuda", dtype=torch.float16):
+                            loss = model(micro).mean() / accumulation_steps
+                        scaler.scale(loss).backward()
+                    else:
+                        loss = model(micro).mean() / accumulation_steps
+                        loss.backward()
+                if use_amp:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                optimizer.zero_grad()
+        """,
+        no_fix=True,
+        at="optimizer.zero_grad()",
+    ),
+    Fires(  # a step function counting its calls on the object: it steps once the count reaches N, clears on every call
+        """
+        import torch.nn.functional as F
+
+
+        class Learner:
+            def __init__(self, model, optimizer, accumulation_steps):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulation_steps = accumulation_steps
+                self.micro_step = 0
+
+            def train_step(self, inputs, labels):
+                self.optimizer.zero_grad()
+                loss = F.cross_entropy(self.model(inputs), labels) / self.accumulation_steps
+                loss.backward()
+                self.micro_step += 1
+                if self.micro_step >= self.accumulation_steps:
+                    self.optimizer.step()
+                    self.micro_step = 0
+                return loss.item()
+        """,
+        no_fix=True,
+        at="self.optimizer.zero_grad()",
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
@@ -3499,6 +3835,180 @@ ZeroGradBeforeStep.MUST_NOT_FIRE = (
                     model.zero_grad()
                     compute_forward(model, criterion, src_t, tgt_t, eval=frozen, normalization=len(src))
                 optimizer.step()
+        """
+    ),
+    Quiet(  # the micro-batch loop accumulates, the step applies the sum, the clearing follows it (twin of the firing one)
+        """
+        import torch
+
+
+        def train(model, optimizer, scaler, get_batch, max_iters, accumulation_steps, grad_clip):
+            x, y = get_batch("train")
+            for _ in range(max_iters):
+                for _micro_step in range(accumulation_steps):
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        _, loss = model(x, y)
+                    x, y = get_batch("train")
+                    scaler.scale(loss / accumulation_steps).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+        """
+    ),
+    Quiet(  # each micro-batch loop runs a training loop of its own, stepping inside: nothing adds up for the outer step
+        """
+        import torch.nn.functional as F
+
+
+        def train(model, tasks, inner_optimizer, meta_optimizer, meta_loss):
+            for task in tasks:
+                for x, y in task:
+                    inner_optimizer.zero_grad()
+                    F.cross_entropy(model(x), y).backward()
+                    inner_optimizer.step()
+                meta_optimizer.zero_grad()
+                meta_loss(model).backward()
+                meta_optimizer.step()
+        """
+    ),
+    Quiet(  # two workers of one class: the actor's forward_backward clears the actor's optimizer, not the critic's
+        """
+        from worker import PolicyWorker
+
+
+        def train(actor_net, critic_net, batches, micro_batches, lr):
+            actor = PolicyWorker(actor_net, lr)
+            critic = PolicyWorker(critic_net, lr)
+            for batch in batches:
+                for micro in batch.chunk(micro_batches):
+                    actor.forward_backward(micro)
+                    actor.optim_step()
+                    critic.accumulate(micro)
+                critic.optim_step()
+        """,
+        files={"worker.py": """
+        import torch
+
+
+        class PolicyWorker:
+            def __init__(self, policy, lr):
+                self.policy = policy
+                self.optimizer = torch.optim.AdamW(policy.parameters(), lr=lr)
+
+            def forward_backward(self, micro):
+                self.optimizer.zero_grad(set_to_none=True)
+                loss = -self.policy(micro).mean()
+                loss.backward()
+                return loss.item()
+
+            def accumulate(self, micro):
+                self.policy(micro).mean().backward()
+
+            def optim_step(self):
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        """},
+    ),
+    Quiet(  # the worker cleared before the micro-batch loop, stepped after it (twin of the firing one)
+        """
+        from worker import PolicyWorker
+
+
+        def train(policy, batches, micro_batches, lr):
+            worker = PolicyWorker(policy, lr)
+            for batch in batches:
+                worker.zero_grads()
+                for micro in batch.chunk(micro_batches):
+                    worker.forward_backward(micro)
+                worker.optim_step()
+        """,
+        files={"worker.py": """
+        import torch
+
+
+        class PolicyWorker:
+            def __init__(self, policy, lr):
+                self.policy = policy
+                self.optimizer = torch.optim.AdamW(policy.parameters(), lr=lr)
+
+            def zero_grads(self):
+                self.optimizer.zero_grad(set_to_none=True)
+
+            def forward_backward(self, micro):
+                loss = -self.policy(micro).mean()
+                loss.backward()
+                return loss.item()
+
+            def optim_step(self):
+                self.optimizer.step()
+        """},
+    ),
+    Quiet(  # the other trainer's reset() clears the other model's optimizer: the student's gradients stay
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def reset(self):
+                self.optimizer.zero_grad()
+
+
+        def main(student_net, teacher_net, loader):
+            student = Trainer(student_net)
+            teacher = Trainer(teacher_net)
+            for x, y in loader:
+                student.reset()
+                loss = F.cross_entropy(student_net(x), y)
+                loss.backward()
+                teacher.reset()
+                student.optimizer.step()
+        """
+    ),
+    Quiet(  # the AMP side of the micro-batch loop clears only on its first pass (the pass index is the loop's own)
+        """
+        import torch
+
+
+        def train(model, loader, optimizer, scaler, accumulation_steps, use_amp):
+            for batch in loader:
+                for index, micro in enumerate(batch.chunk(accumulation_steps)):
+                    if use_amp and index == 0:
+                        optimizer.zero_grad()
+                    with torch.autocast("cuda", dtype=torch.float16, enabled=use_amp):
+                        loss = model(micro).mean() / accumulation_steps
+                    scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    ),
+    Quiet(  # the step function clears where it steps, once the count on the object reaches N (twin of the firing one)
+        """
+        import torch.nn.functional as F
+
+
+        class Learner:
+            def __init__(self, model, optimizer, accumulation_steps):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulation_steps = accumulation_steps
+                self.micro_step = 0
+
+            def train_step(self, inputs, labels):
+                loss = F.cross_entropy(self.model(inputs), labels) / self.accumulation_steps
+                loss.backward()
+                self.micro_step += 1
+                if self.micro_step >= self.accumulation_steps:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                    self.micro_step = 0
+                return loss.item()
         """
     ),
 )
