@@ -14,6 +14,7 @@ from .events import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, S
 from .flow import ScopeAnalysis
 from .names import dotted, last_part
 from .quoting import shortened
+from .summary import ClassInfo
 from .tree import literal_value, walk
 from .values import (
     CONTAINER,
@@ -120,6 +121,8 @@ def script_model_untrained(module, call: CallEvent) -> bool:
         return False
     if _ASKS_FOR_WEIGHTS.search(built[0].chunk.code_for(built[0].value_node)):
         return False
+    if isinstance(call.receiver.detail, ClassInfo) and restores_own_weights(module.summary, call.receiver.detail) is not None:
+        return False  # its constructor loads a checkpoint itself: every instance is a trained model
     return not loads_weights_into(key, (other for scope in scopes for other in scope.calls()))
 
 
@@ -137,6 +140,36 @@ def loads_weights_into(key: str | None, calls: Iterable[CallEvent], loader_names
         ))
         for other in calls
     )
+
+
+# The calls that put trained weights into a module as its constructor runs: `torch.load` returns the tensors saved
+# (libraries.UNPICKLES_OBJECT's source), `load_state_dict` copies them into the module's parameters and buffers,
+# `from_pretrained` builds a part with the checkpoint's weights (transformers, diffusers; nn.Embedding's too).
+_RESTORING_METHODS = frozenset({"load_state_dict", "from_pretrained"})
+
+
+def restores_own_weights(summary, info) -> CallEvent | None:
+    """The call by which a model class of the workspace gives itself trained weights while it is built: its
+    ``__init__`` (its own or a workspace base's), or a method of its own that ``__init__`` calls, loads a checkpoint
+    (``torch.load``) or copies one in (``self.load_state_dict(...)``, ``nn.Embedding.from_pretrained(w)``). An
+    instance of it holds a trained model however the caller builds it; None when no such call is read."""
+    init = info.find_method("__init__", summary)
+    return _restoring_call(summary, info, init, 0) if init is not None else None
+
+
+def _restoring_call(summary, info, function, depth: int) -> CallEvent | None:
+    inner = function.analysis(info.home or summary)
+    if inner is None:
+        return None
+    for call in inner.calls():
+        if call.method in _RESTORING_METHODS or libraries.call_fact(call.callee, libraries.UNPICKLES_OBJECT) is not None:
+            return call
+        helper = call.function
+        if depth == 0 and helper is not None and helper.owner is not None and call.receiver_key == "self":
+            found = _restoring_call(summary, info, helper, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def made_up_inputs(summary, call: CallEvent) -> bool:

@@ -79,9 +79,11 @@ A script that trains nothing (`detect.py`, `inference.py`) needs no dataflow at 
 a command-line library it hands the function to, `fire.Fire(main)`, `typer.run(main)`: library facts) runs a loop
 of a model's forward with grad on, and nothing the program runs, in this file or in the workspace functions it
 calls, backwards, steps an optimizer or calls `torch.autograd`, no graph it records is ever used, wherever the
-output goes (a post-processing function the analysis cannot read, a list of results). The model is one the
+output goes (a post-processing function the analysis cannot read, a list of results); a `no_grad()` block elsewhere
+in it (the prompt prefilled without grad) does not cover the generation loop it leaves out. The model is one the
 dataflow knows, one the function switched to eval (`net = load_detector(weights); net.eval()`), or one its
-library returns in eval mode; a warning, as the program's reach is followed only so deep. A helper's one forward
+library returns in eval mode; one the script builds with no weights is a demo, unless its class's constructor loads
+its checkpoint itself (`torch.load`, `load_state_dict`). A warning, as the program's reach is followed only so deep. A helper's one forward
 outside any loop counts too when the helper is called inside the loop of a function that steps an optimizer,
 in this file or another (`self.write_preview(epoch)` once per epoch, a sample grid saved as an image), and its
 graph dies in the helper.
@@ -167,6 +169,7 @@ from trainlint.analysis.patterns import (
     mode_parameter,
     name_words,
     ordered_calls,
+    restores_own_weights,
     smoke_test_forward,
 )
 from trainlint.analysis.torchapi import (
@@ -832,8 +835,12 @@ class GradEnabledEval(Rule):
             and not (not module.backward_calls and _built_untrained(module, scope, call))
         ]
         calls = list(calls_in(scope, None))
-        if _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
+        if _disables_grad(scope, calls) or _grad_disabled_globally(module):
             return False
+        if _grad_off_anywhere(scope, calls):
+            # the function turns grad off in a block: it chose where, for its own passes; only a program that trains
+            # nothing (`_inference_program_pass`) wants none anywhere, the loop its block left out included
+            forwards = []
         training = next((call for call in calls if is_optimizer_step(call)), None)
         if training is None and any(is_backward(call) for call in calls):
             return False  # gradients for an attack, a saliency map, test-time adaptation: grad is managed on purpose
@@ -2809,6 +2816,9 @@ def _built_untrained(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) 
         return False
     if _LOADS_WEIGHTS.search(chunk.code_for(made)):
         return False  # `AutoModel.from_pretrained(...)`, `load_model(path)`
+    model = call.receiver.detail if call.receiver is not None else None
+    if isinstance(model, ClassInfo) and restores_own_weights(module.summary, model) is not None:
+        return False  # its constructor loads the checkpoint itself (`torch.load`, then `nn.Parameter(w[...])`)
     return not loads_weights_into(key, scope.calls() if scope.function is not None else module.all_calls(), _LOADS_WEIGHTS)
 
 
@@ -3263,6 +3273,68 @@ _EXTRACT_SCRIPT = """
 _EXTRACT_LOOP = """    for path in sys.argv[2:]:
         np.save(path + ".emb.npy", model.embed_file(np.load(path)))"""
 
+
+# A recurrent language model whose constructor loads its own checkpoint (`torch.load`, then each tensor made a
+# parameter), and a sampling script that prefills the prompt under `no_grad()` and then generates token by token.
+_SELF_LOADING_LM = {"recurrent_lm.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class RecurrentLM(nn.Module):
+                    def __init__(self, checkpoint_path):
+                        super().__init__()
+                        weights = torch.load(checkpoint_path, map_location="cpu")
+                        vocab, width = weights["embed"].shape
+                        self.embed = nn.Embedding(vocab, width)
+                        self.embed.weight = nn.Parameter(weights["embed"])
+                        self.cell = nn.GRUCell(width, width)
+                        self.head = nn.Linear(width, vocab)
+                        self.head.weight = nn.Parameter(weights["head"])
+
+                    def forward(self, token, state):
+                        state = self.cell(self.embed(token), state)
+                        return self.head(state), state
+            """}
+_UNTRAINED_LM = {"recurrent_lm.py": """
+                import torch.nn as nn
+
+
+                class RecurrentLM(nn.Module):
+                    def __init__(self, vocab=256, width=64):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, width)
+                        self.cell = nn.GRUCell(width, width)
+                        self.head = nn.Linear(width, vocab)
+
+                    def forward(self, token, state):
+                        state = self.cell(self.embed(token), state)
+                        return self.head(state), state
+            """}
+_SAMPLE_SCRIPT = """
+import torch
+
+from recurrent_lm import RecurrentLM
+
+if __name__ == "__main__":
+    model = RecurrentLM({built})
+    prompt = torch.tensor([3, 17, 42, 8])
+    state = torch.zeros(1, model.cell.hidden_size)
+    with torch.no_grad():
+        for token in prompt:
+            logits, state = model(token.view(1), state)
+    generated = []
+    for step in range(200):
+{generate}
+    print(" ".join(str(token) for token in generated))
+"""
+_SAMPLE_STEP = """        token = torch.multinomial(logits.softmax(-1), 1).view(1)
+        generated.append(token.item())
+        logits, state = model(token, state)"""
+_SAMPLE_STEP_NO_GRAD = _SAMPLE_STEP.replace(
+    "        logits, state = model(token, state)", "        with torch.no_grad():\n            logits, state = model(token, state)")
+
+
 GradEnabledEval.MUST_FIRE = (
     Fires(  # the script of another file calls `embed_file`, which runs `slide` of this file: grad is on there
         _FRAME_EMBEDDER.format(run=_FRAME_EMBED_RUN),
@@ -3288,6 +3360,15 @@ GradEnabledEval.MUST_FIRE = (
             validation="        with torch.no_grad():\n    " + _WINDOW_VALIDATION).replace("import argparse", "import argparse\n\n    import torch")},
         at="    def predict_windows(self, volume):",
         severity=Severity.NOTE,
+    ),
+    Fires(  # a sampling script that trains nothing: the prompt is prefilled under `no_grad()`, the generation loop after
+        # it is not, and the model's constructor loaded its trained weights itself (a checkpoint read by `torch.load`)
+        _SAMPLE_SCRIPT.format(built='"lm.pt"', generate=_SAMPLE_STEP),
+        files=_SELF_LOADING_LM,
+        fixed=_SAMPLE_SCRIPT.format(built='"lm.pt"', generate=_SAMPLE_STEP_NO_GRAD),
+        unsafe=True,
+        at="logits, state = model(token, state)",
+        severity=Severity.WARNING,
     ),
     Fires(  # `no_grad()` covers only the switch to eval mode, so it says nothing of grad for the forward after it
         _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH),
@@ -7023,6 +7104,19 @@ GradEnabledEval.MUST_NOT_FIRE = (
     Quiet(  # twin: the window pass turns grad off itself
         _WINDOW_PREDICTOR.format(decorator="    @torch.inference_mode()\n"),
         files={"trainer.py": _WINDOW_TRAINER, "run_training.py": _WINDOW_RUN.format(validation=_WINDOW_VALIDATION)},
+    ),
+    Quiet(  # twin: the model is built with fresh weights and nothing loads any: a demo of the loop, not a trained model's pass
+        _SAMPLE_SCRIPT.format(built="", generate=_SAMPLE_STEP),
+        files=_UNTRAINED_LM,
+    ),
+    Quiet(  # twin: the generation step's forward runs under `no_grad()` too
+        _SAMPLE_SCRIPT.format(built='"lm.pt"', generate=_SAMPLE_STEP_NO_GRAD),
+        files=_SELF_LOADING_LM,
+    ),
+    Quiet(  # twin: the script freezes the model as a whole (`requires_grad_(False)`): its forwards record no graph
+        _SAMPLE_SCRIPT.format(built='"lm.pt"', generate=_SAMPLE_STEP).replace(
+            '    model = RecurrentLM("lm.pt")', '    model = RecurrentLM("lm.pt")\n    model.requires_grad_(False)'),
+        files=_SELF_LOADING_LM,
     ),
     Quiet(  # twin: the forward runs inside the `no_grad()` block
         _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH.replace(

@@ -18,7 +18,8 @@ loop over held-out data (`val_loader`, `testloader`) is one too, and so, in a fi
 held-out data that trains nothing (code written before `no_grad`, or that forgot it). A script's module level is the
 same pass as the same body in a `main()` it calls: a forward there, in a program that trains nothing (no backward,
 optimizer step or `torch.autograd` in the file or in the workspace functions its module level runs), is an inference
-pass, unless the script built the model without weights and loads none into it (a check of its shapes, a demo). The
+pass, unless the script built the model without weights and loads none into it (a check of its shapes, a demo; a
+class whose constructor loads its checkpoint itself, `torch.load` or `load_state_dict` in `__init__`, has its weights). The
 mode is also followed
 to where it is known: an evaluation function handed the model straight from the function that trains it
 (`net.train()`, or a backwarded forward, and no `.eval()` there), in this file or another (`from utils import *` and
@@ -877,6 +878,7 @@ class MissingEvalMode(Rule):
                 severity=Severity.NOTE,
                 evidence=[
                     ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
+                    ((scope.chunk, _first_statement(function.node)), f"where the pass starts, `{key}` in the mode its caller left"),
                     ((forward.chunk, forward.node), f"`{key}` is handed in and run here on a batch"),
                 ],
                 help=f"call `{key}.eval()` at the start of `{function.name}` (and `{key}.train()` where training resumes)",
@@ -2355,7 +2357,61 @@ def _helper_sets_eval_mode(call: CallEvent, key: str, summary) -> bool:
     return passes_it and bool(switched)
 
 
+# A text classifier whose constructor loads its own checkpoint, and a script that scores a file of reviews with it.
+_SELF_LOADING_CLASSIFIER = {"review_model.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class ReviewClassifier(nn.Module):
+                    def __init__(self, checkpoint_path, vocab=30000, width=256):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(vocab, width)
+                        self.dropout = nn.Dropout(0.3)
+                        self.head = nn.Linear(width, 2)
+                        self.load_state_dict(torch.load(checkpoint_path, map_location="cpu"))
+
+                    def forward(self, tokens, offsets):
+                        return self.head(self.dropout(self.embed(tokens, offsets)))
+            """}
+_UNLOADED_CLASSIFIER = {"review_model.py": """
+                import torch.nn as nn
+
+
+                class ReviewClassifier(nn.Module):
+                    def __init__(self, checkpoint_path, vocab=30000, width=256):
+                        super().__init__()
+                        self.checkpoint_path = checkpoint_path
+                        self.embed = nn.EmbeddingBag(vocab, width)
+                        self.dropout = nn.Dropout(0.3)
+                        self.head = nn.Linear(width, 2)
+
+                    def forward(self, tokens, offsets):
+                        return self.head(self.dropout(self.embed(tokens, offsets)))
+            """}
+_SCORE_REVIEWS = """
+import sys
+
+import torch
+
+from review_model import ReviewClassifier
+
+model = ReviewClassifier("reviews.pt"){switch}
+batches = torch.load(sys.argv[1])
+with torch.no_grad():
+    for tokens, offsets in batches:
+        print(model(tokens, offsets).argmax(-1).tolist())
+"""
+
+
 MissingEvalMode.MUST_FIRE = (
+    Fires(  # a script that trains nothing scores reviews with a model whose constructor loaded the trained weights
+        # itself (`load_state_dict(torch.load(...))` in `__init__`): built in training mode, its dropout drops
+        _SCORE_REVIEWS.format(switch=""),
+        files=_SELF_LOADING_CLASSIFIER,
+        at="        print(model(tokens, offsets).argmax(-1).tolist())",
+        severity=Severity.WARNING,
+    ),
     Fires(
         """
         import torch
@@ -5025,6 +5081,14 @@ MissingEvalMode.MUST_NOT_FIRE = (
                     return {key.replace("encoder.", ""): value for key, value in state_dict.items()}
             """,
         },
+    ),
+    Quiet(  # twin: the class loads nothing and the script gives it no weights: a demo of its shapes, not a trained model
+        _SCORE_REVIEWS.format(switch=""),
+        files=_UNLOADED_CLASSIFIER,
+    ),
+    Quiet(  # twin: the script switches the self-loading model to eval mode
+        _SCORE_REVIEWS.format(switch="\nmodel.eval()"),
+        files=_SELF_LOADING_CLASSIFIER,
     ),
     Quiet(  # the fixed shape: switched to eval mode after training, before scoring
         """
