@@ -213,7 +213,7 @@ def _read_binding(scope: ScopeAnalysis, event: AssignEvent, facts: _Facts) -> No
         return
     # (a call of an unknown callable handed an optimizer says nothing either way: a scheduler, or a wrapper that is one,
     # `FP16_Optimizer(opt)`, `Lookahead(opt)`; schedulers are known by their constructors above)
-    if any(_hands_parameters(arg.value) for arg in call.args):
+    if any(hands_parameters(arg.value) for arg in call.args):
         facts.factories.add(name)
         return
     if OPTIMIZER in event.value.tags or ENGINE in event.value.tags or SCALER in event.value.tags:
@@ -228,7 +228,7 @@ def _optimizer_base(base: str) -> bool:
     return base in {"torch.optim.Optimizer", "torch.optim.optimizer.Optimizer"} or torchapi.is_optimizer_class(base)
 
 
-def _hands_parameters(argument: cst.BaseExpression) -> bool:
+def hands_parameters(argument: cst.BaseExpression) -> bool:
     """``model.parameters()``, ``model.named_parameters()``, ``filter(f, model.parameters())``, or a list of
     param groups (``[{"params": ...}, ...]``)."""
     if isinstance(argument, cst.Call):
@@ -236,7 +236,7 @@ def _hands_parameters(argument: cst.BaseExpression) -> bool:
         if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS:
             return True
         return isinstance(func, cst.Name) and func.value in {"filter", "list"} and any(
-            _hands_parameters(arg.value) for arg in argument.args
+            hands_parameters(arg.value) for arg in argument.args
         )
     if isinstance(argument, (cst.List, cst.Tuple)):
         return bool(argument.elements) and all(_param_group(element.value) for element in argument.elements)

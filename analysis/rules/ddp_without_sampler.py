@@ -31,6 +31,7 @@ from typing import cast
 
 import libcst as cst
 
+from trainlint.analysis.stepping import hands_parameters
 from trainlint.analysis.torchapi import mentions_rank
 from trainlint.rules import (
     UNKNOWN,
@@ -54,7 +55,6 @@ from trainlint.rules import (
     first_written,
     is_backward,
     is_dataloader,
-    is_optimizer_step,
     mentions,
     quoted,
     shortened,
@@ -353,20 +353,13 @@ def _sharding_calls(module: ModuleView) -> list[CallEvent]:
 
 
 def _may_step_an_optimizer(module: ModuleView) -> bool:
-    """Whether anything in the file may update weights from the gradients: an optimizer step, a model's
-    parameters handed to a call (an optimizer built here, or a helper that may build one), or a loop over
-    them (an update or a gradient all-reduce written by hand)."""
-    for call in module.all_calls():
-        if call.method == "step" or is_optimizer_step(call):
-            return True
-        if any(_parameters_call(arg.value) for arg in call.arg_nodes):
-            return True
-    return any(isinstance(loop.node, cst.For) and _parameters_call(loop.node.iter)
+    """Whether anything in the file may update weights from the gradients: a ``.step()`` (an optimizer's, a
+    scaler's, an engine's), a model's parameters handed to a call (an optimizer built here, or a helper that may
+    build one), or a loop over them (an update or a gradient all-reduce written by hand)."""
+    if any(call.method == "step" or any(hands_parameters(arg.value) for arg in call.arg_nodes) for call in module.all_calls()):
+        return True
+    return any(isinstance(loop.node, cst.For) and hands_parameters(loop.node.iter)
                for scope in module.all_scopes for loop in scope.loops)
-
-
-def _parameters_call(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"parameters", "named_parameters"}
 
 
 def _loops_with_backward(module: ModuleView) -> list[tuple[ScopeAnalysis, Loop]]:
