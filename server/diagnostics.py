@@ -226,10 +226,12 @@ async def publish_notebook(ls: TrainlintServer, notebook_uri: str) -> None:
     ls.notebook_cells[notebook_uri] = current
     for uri in sorted(current):
         analysis = await cell_analysis(ls, uri)
-        if analysis is not None:
-            ls.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics(ls, uri, analysis))
-            )
+        now = ls.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        if now is None or analysis is None or analysis.version != now.version:
+            return  # the notebook changed or closed while we waited: its newer push (or clear) stands
+        ls.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics(ls, uri, analysis))
+        )
 
 
 # ---------------------------------------------------------------------- after a change of settings or files

@@ -44,6 +44,7 @@ async def cell_analysis(ls: TrainlintServer, cell_uri: str) -> Analysis | None:
     if cell_uri not in uris:
         return None
     program = CellProgram([text for _, text in cells])
+    version = notebook.version  # read now: the workspace updates this object in place as edits come
     state = ls.notebooks.get(notebook.uri)
     if state is None:
         state = ls.notebooks[notebook.uri] = ls.new_state(notebook.uri)
@@ -51,7 +52,7 @@ async def cell_analysis(ls: TrainlintServer, cell_uri: str) -> Analysis | None:
     loop = asyncio.get_running_loop()
     try:
         whole = await loop.run_in_executor(
-            ls.lane(state, program.text), state.analyse, program.text, notebook.version, settings
+            ls.lane(state, program.text), state.analyse, program.text, version, settings
         )
     except Exception:
         log.exception("analysis of %s failed", notebook.uri)
@@ -61,7 +62,7 @@ async def cell_analysis(ls: TrainlintServer, cell_uri: str) -> Analysis | None:
         ls.report_plugin_problems()
     index = uris.index(cell_uri)
     findings = [placed for finding in whole.findings if (placed := in_cell(finding, program, index)) is not None]
-    return Analysis(notebook.version, settings, cells[index][1], findings)
+    return Analysis(version, settings, cells[index][1], findings)
 
 
 def in_cell(finding: Finding, program: CellProgram, index: int) -> Finding | None:

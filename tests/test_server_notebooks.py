@@ -140,3 +140,29 @@ async def test_cells_whose_text_never_came_are_empty_not_read_from_disk(client):
         )),
     ))
     assert await _codes(client, loop) == found, "the file on disk is not read as a cell"
+
+
+async def test_a_cell_deleted_while_the_notebook_is_analysed_gets_no_late_findings(client):
+    # The push after opening awaits each cell's analysis in turn; a change that deletes a cell while
+    # that analysis runs clears the cell, and the older push must not publish its findings afterwards
+    # (a ghost squiggle in a cell that no longer exists).
+    code = types.NotebookCellKind.Code
+    padding = "".join(f"def helper_{index}(x):\n    return x * {index}\n\n" for index in range(1500))
+    first, rest = _open(client, "late.ipynb", [(SETUP + LOOP + padding, "python", code), ("print(1)\n", "python", code)])
+    notebook = (client.folder / "late.ipynb").as_uri()
+    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+        notebook_document=types.VersionedNotebookDocumentIdentifier(uri=notebook, version=2),
+        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
+            structure=types.NotebookDocumentCellChangeStructure(
+                array=types.NotebookCellArrayChange(start=0, delete_count=1, cells=[]),
+                did_close=[types.TextDocumentIdentifier(uri=first)],
+            ),
+        )),
+    ))
+    assert await _codes(client, rest) == []
+    for _ in range(40):  # both pushes have had time to finish
+        if rest in client.diagnostics:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    assert not client.diagnostics.get(first), "the deleted cell has no findings pushed after it was cleared"
