@@ -18,8 +18,8 @@ ROWS = DATA["rows"]
 
 
 def test_the_set_covers_enough_rows_sources_gpus_and_methods():
-    assert len(ROWS) >= 439
-    assert len({row["source"]["url"] for row in ROWS}) >= 34
+    assert len(ROWS) >= 453
+    assert len({row["source"]["url"] for row in ROWS}) >= 36
     assert len({source_group(row["source"]["url"]) for row in ROWS}) >= 18
     assert len({row["gpu"] for row in ROWS}) >= 10
     assert sum(row["outcome"] == "oom" for row in ROWS) >= 44
@@ -43,12 +43,36 @@ def test_the_split_rule_reproduces_every_rows_half():
     assert all(row["split"] == split_of(row["source"]["url"]) for row in ROWS)
 
 
+# Llama 3 8B's sequence-length sweeps on 8 GPUs (gpjt/fine-tune-2024-04): ZeRO-3 without checkpointing and ZeRO-2
+# with the optimizer offloaded and checkpointing, batch 1, the lengths at 300-token steps down from each sweep's
+# longest, each the largest of the 8 ranks' peaks.
+SEQUENCE_SWEEPS = {
+    "gpjt-llama-3-8b-zero3-fp16-8gpu-s": ((2041, 1741, 1441, 1141, 841, 541, 241), "zero3", False),
+    "gpjt-llama-3-8b-zero2-offload-fp16-ckpt-8gpu-s": ((2001, 1701, 1401, 1101, 801, 501, 201), "zero2", True),
+}
+
+
+@pytest.mark.parametrize("prefix", SEQUENCE_SWEEPS)
+def test_the_8b_sequence_length_sweeps_are_test_rows_whose_peak_grows_with_the_length(prefix):
+    lengths, sharding, checkpointing = SEQUENCE_SWEEPS[prefix]
+    rows = {int(row["id"].removeprefix(prefix)): row for row in ROWS if row["id"].startswith(prefix)}
+    assert sorted(rows, reverse=True) == list(lengths)
+    for length, row in rows.items():
+        assert row["split"] == "test" and row["gpu"] == "a100-80gb" and row["gpus"] == 8
+        assert row["plan"]["seq_len"] == length and row["plan"]["batch_size"] == 1
+        assert row["plan"]["sharding"] == sharding
+        assert row["plan"].get("gradient_checkpointing", False) == checkpointing
+        assert row["source"]["releases"]["transformers"] == "4.40.0"
+    peaks = [rows[length]["value"] for length in sorted(rows)]
+    assert peaks == sorted(peaks)
+
+
 # Per half: sources, groups, GPU types, out-of-memory runs, rows from sources not seen while the estimator was
 # built, and the kinds of run (the test half holds every kind the tables report).
 FLOORS = {
     "calibration": {"sources": 17, "groups": 8, "gpus": 7, "oom": 15, "unseen rows": 135,
                     "methods": {"full", "lora", "qlora", "sharded", "generation", "diffusion"}},
-    "test": {"sources": 17, "groups": 10, "gpus": 7, "oom": 29, "unseen rows": 229, "methods": set(METHODS)},
+    "test": {"sources": 19, "groups": 10, "gpus": 7, "oom": 29, "unseen rows": 243, "methods": set(METHODS)},
 }
 
 
