@@ -8,6 +8,7 @@ came from; what is not found is left to the caller's defaults, which the report 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -92,11 +93,32 @@ def bounded(value: Any) -> Any:
 
 
 def read_inputs(module: ModuleView) -> ScriptInputs:
+    """What the script says of its run: what its statements' trees say (``read_tree_inputs``), with the
+    model a ``# trainlint: model=...`` comment names."""
+    return with_model_comment(read_tree_inputs(module), module.text)
+
+
+def read_tree_inputs(module: ModuleView) -> ScriptInputs:
+    """What the statements' trees say of the run, all of ``read_inputs`` but the model comment: read without
+    the module's text, so an edit that changes no tree (a key on a line that stays broken) keeps it
+    (``ModuleAnalysis.module_wide``), where the text's comment is read again."""
     # TL601 hands over its rule context's module; the reader also reads the workspace's other files
     # (a config, a model class), which the engine's ModuleAnalysis resolves and ModuleView does not offer.
     assert isinstance(module, ModuleAnalysis), "the engine checks a ModuleAnalysis"
     reader = _Reader(module)
     return reader.read()
+
+
+def with_model_comment(inputs: ScriptInputs, text: str) -> ScriptInputs:
+    """``inputs`` with the model the text's first ``# trainlint: model=...`` comment names (over a config's);
+    ``inputs`` itself when there is none (it may be a value kept across edits: never changed here)."""
+    if "trainlint:" not in text:
+        return inputs
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = MODEL_COMMENT.search(line) if "#" in line else None
+        if match is not None:
+            return dataclasses.replace(inputs, model_comment=Found(match.group("model"), number, match.group(0).strip()))
+    return inputs
 
 
 class _Reader:
@@ -256,7 +278,6 @@ class _Reader:
         if self.cast_to_fp32:  # the weights' dtype is the script's, not the release's default
             inputs.default_load_dtype = inputs.loads_checkpoint_dtype = None
         self._read_switched_off()
-        self._read_model_comment()
         if inputs.dtype is None and self.accelerator is not None:
             node, chunk = self.accelerator
             inputs.notes.append(
@@ -284,16 +305,6 @@ class _Reader:
             self._set("dtype", f"amp-{policy.value}", policy.node, policy.chunk)
             self.inputs.notes.append(f"FSDP's MixedPrecision(param_dtype={policy.value}) at line {policy.line} over fp32 parameters: "
                                      f"read as amp-{policy.value} (fp32 sharded states, {policy.value} compute)")
-
-    def _read_model_comment(self) -> None:
-        text = self.module.text
-        if "trainlint:" not in text:
-            return
-        for number, line in enumerate(text.splitlines(), start=1):
-            match = MODEL_COMMENT.search(line) if "#" in line else None
-            if match is not None:
-                self.inputs.model_comment = Found(match.group("model"), number, match.group(0).strip())
-                return
 
     # ------------------------------------------------------------------ switches
     def _switch(self, name: str, call, node: cst.CSTNode, chunk: ParsedChunk, value: Any = True, unknown_is_on: bool = True) -> None:

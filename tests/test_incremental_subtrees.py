@@ -582,3 +582,47 @@ def test_a_requires_grad_typed_in_the_step_ends_the_left_gradients_finding_key_b
     assert ("TL201", step.strip()) not in _shown(findings, typed)
     _, findings, _ = _typed(state, typed, GAN, version)
     assert ("TL201", step.strip()) in _shown(findings, GAN)
+
+
+FINE_TUNE = '''import torch
+from transformers import AutoModelForCausalLM
+
+
+def main(loader):
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    for batch in loader:
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+'''
+ON_A_T4 = EffectiveSettings(AnalysisSettings(target_gpu="t4"), frozenset())
+
+
+def test_a_model_comment_typed_on_a_broken_line_changes_the_estimate_while_the_trees_inputs_are_kept(monkeypatch):
+    """TL601's script reader reads the trees without the text, so a key on a line that stays broken (the same
+    trees) keeps what it read and reads the text's `# trainlint: model=...` comment again: typed on such a line,
+    the comment makes gpt2's fine-tune a 13B one that does not fit, key by key as a fresh analysis shows it."""
+    from trainlint.estimator import reading
+
+    read: list[int] = []
+    read_trees = reading.read_tree_inputs
+    monkeypatch.setattr(reading, "read_tree_inputs", lambda module: read.append(1) or read_trees(module))
+    state = DocumentState(PATH, None)
+    assert state.analyse(FINE_TUNE, 0, ON_A_T4).findings == analyze_source(FINE_TUNE, PATH, ON_A_T4.analysis)
+    backward = "        loss.backward()\n"
+    text, version, keys_reading = FINE_TUNE, 0, 0
+    for line in ('print(f"loss={loss}"', 'print(f"loss={loss}"  # trainlint: model=meta-llama/Llama-2-13b-hf'):
+        target = FINE_TUNE.replace(backward, backward + "        " + line + "\n")
+        keys_reading = 0
+        while text != target:
+            text = one_key_towards(text, target)
+            version += 1
+            read.clear()
+            findings = state.analyse(text, version, ON_A_T4).findings
+            keys_reading += bool(read)
+            assert findings == analyze_source(text, PATH, ON_A_T4.analysis), text[-80:]
+    assert keys_reading == 0  # the comment was typed on a line that stayed broken: no tree changed
+    shown = _shown(state.analyse(text, version, ON_A_T4).findings, text)
+    assert ("TL601", 'model = AutoModelForCausalLM.from_pretrained("gpt2")') in shown
