@@ -626,3 +626,45 @@ def test_a_model_comment_typed_on_a_broken_line_changes_the_estimate_while_the_t
     assert keys_reading == 0  # the comment was typed on a line that stayed broken: no tree changed
     shown = _shown(state.analyse(text, version, ON_A_T4).findings, text)
     assert ("TL601", 'model = AutoModelForCausalLM.from_pretrained("gpt2")') in shown
+
+
+TOKEN_DROP = '''import torch
+import torch.nn as nn
+
+
+class TokenDrop(nn.Module):
+    def __init__(self, rate=0.1):
+        super().__init__()
+        self.rate = rate
+
+    def forward(self, embeddings):
+        scale = 1.0
+        for step in range(2):
+            scale = scale * 1.0
+        mask = torch.bernoulli(torch.full(embeddings.shape[:2], 1 - self.rate, device=embeddings.device))
+        return embeddings * mask.unsqueeze(-1) / (1 - self.rate) * scale
+'''
+DRAWN = "        mask = torch.bernoulli(torch.full(embeddings.shape[:2], 1 - self.rate, device=embeddings.device))\n"
+
+
+def test_a_test_of_the_mode_typed_into_forward_ends_the_hand_made_mask_finding_reading_only_the_edits_path(monkeypatch):
+    """TL211 reads a forward's mode tests and Bernoulli draws statement by statement, each statement's part kept:
+    typing `print(self.training)` into it ends the finding and taking it back brings it back, key by key as a fresh
+    analysis shows it, and a key reads again the statements on its path, not the loop above it."""
+    from trainlint.analysis.rules import dropout_always_on
+
+    marked: list[cst.CSTNode] = []
+    marks = dropout_always_on._mask_marks
+    monkeypatch.setattr(dropout_always_on, "_mask_marks", lambda node: marked.append(node) or marks(node))
+    state = DocumentState(PATH, None)
+    assert ("TL211", DRAWN.strip()) in _shown(state.analyse(TOKEN_DROP, 0, SETTINGS).findings, TOKEN_DROP)
+    gated = TOKEN_DROP.replace(DRAWN, DRAWN + "        print(self.training)\n")
+    state.analyse(TOKEN_DROP.replace(DRAWN, DRAWN + "        print(self.trainin)\n"), 1, SETTINGS)
+    marked.clear()
+    findings = state.analyse(gated, 2, SETTINGS).findings
+    assert marked and not any(isinstance(node, cst.For) or (isinstance(node, cst.Name) and node.value == "step") for node in marked)
+    assert findings == _fresh(gated)
+    typed, findings, version = _typed(state, gated, TOKEN_DROP, 2)
+    assert ("TL211", DRAWN.strip()) in _shown(findings, typed)
+    _, findings, _ = _typed(state, typed, gated, version)
+    assert not any(code == "TL211" for code, _ in _shown(findings, gated))
