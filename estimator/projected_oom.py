@@ -66,7 +66,8 @@ class ProjectedOom(Rule):
 
 def _inputs(module):
     """The script's inputs: the trees' (kept while no tree changes), with the text's model comment."""
-    from .reading import read_tree_inputs, with_model_comment
+    from .reading import read_tree_inputs
+    from .script_inputs import with_model_comment
 
     return with_model_comment(module.module_wide("TL601 tree inputs", read_tree_inputs), module.text)
 

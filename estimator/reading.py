@@ -8,7 +8,6 @@ came from; what is not found is left to the caller's defaults, which the report 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from pathlib import Path
@@ -24,7 +23,7 @@ from trainlint.rules import CallEvent, ModuleView, ParsedChunk, ScopeAnalysis, T
 from .local_files import Unreadable, read_json
 from .lora_config import read_lora_config
 from .script_defaults import argparse_defaults, dataclass_defaults
-from .script_inputs import Found, ScriptInputs
+from .script_inputs import Found, ScriptInputs, with_model_comment
 from .trainer_eval import keeps_eval_logits
 from .training_loop import clears_through_accelerate, training_loop
 
@@ -56,7 +55,6 @@ _TRAINER_OPTIM = {
 }
 # `# trainlint: model=meta-llama/Meta-Llama-3-8B` (or a catalog id, or a path to a config.json): the model to
 # estimate this file for, when the script does not name it in a form that can be read.
-MODEL_COMMENT = re.compile(r"#\s*trainlint:\s*model\s*=\s*(?P<model>[^\s#]+)", re.I)
 _DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16", "float32": "fp32", "float": "fp32"}
 # Lightning's precision strings (Fabric, Trainer, LitGPT): "-true" casts the model, "-mixed" runs autocast.
 _LIGHTNING_PRECISION = {
@@ -107,18 +105,6 @@ def read_tree_inputs(module: ModuleView) -> ScriptInputs:
     assert isinstance(module, ModuleAnalysis), "the engine checks a ModuleAnalysis"
     reader = _Reader(module)
     return reader.read()
-
-
-def with_model_comment(inputs: ScriptInputs, text: str) -> ScriptInputs:
-    """``inputs`` with the model the text's first ``# trainlint: model=...`` comment names (over a config's);
-    ``inputs`` itself when there is none (it may be a value kept across edits: never changed here)."""
-    if "trainlint:" not in text:
-        return inputs
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = MODEL_COMMENT.search(line) if "#" in line else None
-        if match is not None:
-            return dataclasses.replace(inputs, model_comment=Found(match.group("model"), number, match.group(0).strip()))
-    return inputs
 
 
 class _Reader:
