@@ -33,14 +33,15 @@ class ProjectedOom(Rule):
         # result is kept while the model is read from the same statement, not recomputed at each key.
         if ctx.module.module_fact("TL601 model statement", _model_statement) != ctx.chunk.index:
             return
-        from .reading import read_inputs
-
-        read = ctx.module.module_wide("TL601 inputs", read_inputs)
+        read = ctx.module.module_wide("TL601 inputs", _inputs)
         model = read.model or read.local_model_class
         if model is None or model.node is None or model.chunk is not ctx.chunk:
             return
         assert model.node is not None, "a value found in this statement's code has its node"
-        report = ctx.module.module_wide(f"TL601 report {gpu}", lambda module: _report(module, read, gpu))
+        # keyed by the model comment too: the trees' inputs and a report made from them are kept by an edit
+        # that changes no tree, which may change a comment on a line that stays broken
+        comment = read.model_comment and (read.model_comment.value, read.model_comment.line, read.model_comment.code)
+        report = ctx.module.module_wide(f"TL601 report {gpu} with the comment {comment}", lambda module: _report(module, read, gpu))
         if report is None or report.verdict != "oom":
             return
         result = report.result
@@ -63,11 +64,20 @@ class ProjectedOom(Rule):
         )
 
 
-def _model_statement(module) -> int | None:
-    """The index of the statement of this file the script's model is read from (None: none, or another file's)."""
-    from .reading import read_inputs
+def _inputs(module):
+    """The script's inputs: the trees' (kept while no tree changes), with the text's model comment."""
+    from .reading import read_tree_inputs
+    from .script_inputs import with_model_comment
 
-    read = module.module_wide("TL601 inputs", read_inputs)
+    return with_model_comment(module.module_wide("TL601 tree inputs", read_tree_inputs), module.text)
+
+
+def _model_statement(module) -> int | None:
+    """The index of the statement of this file the script's model is read from (None: none, or another file's):
+    read off the trees alone, so the value is kept by an edit that changes none."""
+    from .reading import read_tree_inputs
+
+    read = module.module_wide("TL601 tree inputs", read_tree_inputs)
     model = read.model or read.local_model_class
     if model is None or model.node is None or model.chunk is None:
         return None

@@ -23,7 +23,7 @@ from trainlint.rules import CallEvent, ModuleView, ParsedChunk, ScopeAnalysis, T
 from .local_files import Unreadable, read_json
 from .lora_config import read_lora_config
 from .script_defaults import argparse_defaults, dataclass_defaults
-from .script_inputs import Found, ScriptInputs
+from .script_inputs import Found, ScriptInputs, with_model_comment
 from .trainer_eval import keeps_eval_logits
 from .training_loop import clears_through_accelerate, training_loop
 
@@ -55,7 +55,6 @@ _TRAINER_OPTIM = {
 }
 # `# trainlint: model=meta-llama/Meta-Llama-3-8B` (or a catalog id, or a path to a config.json): the model to
 # estimate this file for, when the script does not name it in a form that can be read.
-MODEL_COMMENT = re.compile(r"#\s*trainlint:\s*model\s*=\s*(?P<model>[^\s#]+)", re.I)
 _DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16", "float32": "fp32", "float": "fp32"}
 # Lightning's precision strings (Fabric, Trainer, LitGPT): "-true" casts the model, "-mixed" runs autocast.
 _LIGHTNING_PRECISION = {
@@ -92,6 +91,15 @@ def bounded(value: Any) -> Any:
 
 
 def read_inputs(module: ModuleView) -> ScriptInputs:
+    """What the script says of its run: what its statements' trees say (``read_tree_inputs``), with the
+    model a ``# trainlint: model=...`` comment names."""
+    return with_model_comment(read_tree_inputs(module), module.text)
+
+
+def read_tree_inputs(module: ModuleView) -> ScriptInputs:
+    """What the statements' trees say of the run, all of ``read_inputs`` but the model comment: read without
+    the module's text, so an edit that changes no tree (a key on a line that stays broken) keeps it
+    (``ModuleAnalysis.module_wide``), where the text's comment is read again."""
     # TL601 hands over its rule context's module; the reader also reads the workspace's other files
     # (a config, a model class), which the engine's ModuleAnalysis resolves and ModuleView does not offer.
     assert isinstance(module, ModuleAnalysis), "the engine checks a ModuleAnalysis"
@@ -256,7 +264,6 @@ class _Reader:
         if self.cast_to_fp32:  # the weights' dtype is the script's, not the release's default
             inputs.default_load_dtype = inputs.loads_checkpoint_dtype = None
         self._read_switched_off()
-        self._read_model_comment()
         if inputs.dtype is None and self.accelerator is not None:
             node, chunk = self.accelerator
             inputs.notes.append(
@@ -284,16 +291,6 @@ class _Reader:
             self._set("dtype", f"amp-{policy.value}", policy.node, policy.chunk)
             self.inputs.notes.append(f"FSDP's MixedPrecision(param_dtype={policy.value}) at line {policy.line} over fp32 parameters: "
                                      f"read as amp-{policy.value} (fp32 sharded states, {policy.value} compute)")
-
-    def _read_model_comment(self) -> None:
-        text = self.module.text
-        if "trainlint:" not in text:
-            return
-        for number, line in enumerate(text.splitlines(), start=1):
-            match = MODEL_COMMENT.search(line) if "#" in line else None
-            if match is not None:
-                self.inputs.model_comment = Found(match.group("model"), number, match.group(0).strip())
-                return
 
     # ------------------------------------------------------------------ switches
     def _switch(self, name: str, call, node: cst.CSTNode, chunk: ParsedChunk, value: Any = True, unknown_is_on: bool = True) -> None:

@@ -3,6 +3,8 @@ the value, the line and the code it came from (``Found``), and the notes on what
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,3 +99,18 @@ class ScriptInputs:
 
     def found(self) -> dict[str, Found]:
         return {name: value for name, value in vars(self).items() if isinstance(value, Found)}
+
+
+MODEL_COMMENT = re.compile(r"#\s*trainlint:\s*model\s*=\s*(?P<model>[^\s#]+)", re.I)
+
+
+def with_model_comment(inputs: ScriptInputs, text: str) -> ScriptInputs:
+    """``inputs`` with the model the text's first ``# trainlint: model=...`` comment names (over a config's);
+    ``inputs`` itself when there is none (it may be a value kept across edits: never changed here)."""
+    if "trainlint:" not in text:
+        return inputs
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = MODEL_COMMENT.search(line) if "#" in line else None
+        if match is not None:
+            return dataclasses.replace(inputs, model_comment=Found(match.group("model"), number, match.group(0).strip()))
+    return inputs

@@ -14,8 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .reading import MODEL_COMMENT
-from .script_inputs import Found, ScriptInputs
+from .script_inputs import MODEL_COMMENT, Found, ScriptInputs
 
 # torchtune's model builders, as `model._component_` names them (`torchtune.models.llama3_1.lora_llama3_1_8b`), to the
 # catalog's ids; `lora_`/`qlora_` and `_instruct`/`_base` name the same architecture.

@@ -582,3 +582,89 @@ def test_a_requires_grad_typed_in_the_step_ends_the_left_gradients_finding_key_b
     assert ("TL201", step.strip()) not in _shown(findings, typed)
     _, findings, _ = _typed(state, typed, GAN, version)
     assert ("TL201", step.strip()) in _shown(findings, GAN)
+
+
+FINE_TUNE = '''import torch
+from transformers import AutoModelForCausalLM
+
+
+def main(loader):
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    for batch in loader:
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+'''
+ON_A_T4 = EffectiveSettings(AnalysisSettings(target_gpu="t4"), frozenset())
+
+
+def test_a_model_comment_typed_on_a_broken_line_changes_the_estimate_while_the_trees_inputs_are_kept(monkeypatch):
+    """TL601's script reader reads the trees without the text, so a key on a line that stays broken (the same
+    trees) keeps what it read and reads the text's `# trainlint: model=...` comment again: typed on such a line,
+    the comment makes gpt2's fine-tune a 13B one that does not fit, key by key as a fresh analysis shows it."""
+    from trainlint.estimator import reading
+
+    read: list[int] = []
+    read_trees = reading.read_tree_inputs
+    monkeypatch.setattr(reading, "read_tree_inputs", lambda module: read.append(1) or read_trees(module))
+    state = DocumentState(PATH, None)
+    assert state.analyse(FINE_TUNE, 0, ON_A_T4).findings == analyze_source(FINE_TUNE, PATH, ON_A_T4.analysis)
+    backward = "        loss.backward()\n"
+    text, version, keys_reading = FINE_TUNE, 0, 0
+    for line in ('print(f"loss={loss}"', 'print(f"loss={loss}"  # trainlint: model=meta-llama/Llama-2-13b-hf'):
+        target = FINE_TUNE.replace(backward, backward + "        " + line + "\n")
+        keys_reading = 0
+        while text != target:
+            text = one_key_towards(text, target)
+            version += 1
+            read.clear()
+            findings = state.analyse(text, version, ON_A_T4).findings
+            keys_reading += bool(read)
+            assert findings == analyze_source(text, PATH, ON_A_T4.analysis), text[-80:]
+    assert keys_reading == 0  # the comment was typed on a line that stayed broken: no tree changed
+    shown = _shown(state.analyse(text, version, ON_A_T4).findings, text)
+    assert ("TL601", 'model = AutoModelForCausalLM.from_pretrained("gpt2")') in shown
+
+
+TOKEN_DROP = '''import torch
+import torch.nn as nn
+
+
+class TokenDrop(nn.Module):
+    def __init__(self, rate=0.1):
+        super().__init__()
+        self.rate = rate
+
+    def forward(self, embeddings):
+        scale = 1.0
+        for step in range(2):
+            scale = scale * 1.0
+        mask = torch.bernoulli(torch.full(embeddings.shape[:2], 1 - self.rate, device=embeddings.device))
+        return embeddings * mask.unsqueeze(-1) / (1 - self.rate) * scale
+'''
+DRAWN = "        mask = torch.bernoulli(torch.full(embeddings.shape[:2], 1 - self.rate, device=embeddings.device))\n"
+
+
+def test_a_test_of_the_mode_typed_into_forward_ends_the_hand_made_mask_finding_reading_only_the_edits_path(monkeypatch):
+    """TL211 reads a forward's mode tests and Bernoulli draws statement by statement, each statement's part kept:
+    typing `print(self.training)` into it ends the finding and taking it back brings it back, key by key as a fresh
+    analysis shows it, and a key reads again the statements on its path, not the loop above it."""
+    from trainlint.analysis.rules import dropout_always_on
+
+    marked: list[cst.CSTNode] = []
+    marks = dropout_always_on._mask_marks
+    monkeypatch.setattr(dropout_always_on, "_mask_marks", lambda node: marked.append(node) or marks(node))
+    state = DocumentState(PATH, None)
+    assert ("TL211", DRAWN.strip()) in _shown(state.analyse(TOKEN_DROP, 0, SETTINGS).findings, TOKEN_DROP)
+    gated = TOKEN_DROP.replace(DRAWN, DRAWN + "        print(self.training)\n")
+    state.analyse(TOKEN_DROP.replace(DRAWN, DRAWN + "        print(self.trainin)\n"), 1, SETTINGS)
+    marked.clear()
+    findings = state.analyse(gated, 2, SETTINGS).findings
+    assert marked and not any(isinstance(node, cst.For) or (isinstance(node, cst.Name) and node.value == "step") for node in marked)
+    assert findings == _fresh(gated)
+    typed, findings, version = _typed(state, gated, TOKEN_DROP, 2)
+    assert ("TL211", DRAWN.strip()) in _shown(findings, typed)
+    _, findings, _ = _typed(state, typed, gated, version)
+    assert not any(code == "TL211" for code, _ in _shown(findings, gated))

@@ -23,6 +23,7 @@ for layers in a list or dict, hold them in an `nn.ModuleList` or `nn.ModuleDict`
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import cast
 
 import libcst as cst
@@ -35,6 +36,7 @@ from trainlint.rules import (
     CallEvent,
     ClassInfo,
     Fires,
+    ParsedChunk,
     Quiet,
     Rule,
     RuleContext,
@@ -554,32 +556,55 @@ def _hand_made_masks(scope: ScopeAnalysis) -> list[tuple[cst.CSTNode, cst.Functi
     """Where a module's ``forward`` applies inverted dropout written by hand, ungated by the mode: a Bernoulli draw
     scaled by one over its keep rate (``mask = x.new_empty(...).bernoulli_(1 - p); mask /= 1 - p``) in the forward
     itself (the draw), or in a method of the class the forward calls (the call), when neither tests
-    ``training``. Sampling that is meant to stay on (a stochastic binary unit) is not divided by a keep rate."""
+    ``training``. Sampling that is meant to stay on (a stochastic binary unit) is not divided by a keep rate.
+    What it reads of a method is read statement by statement, each statement's part kept with the tree
+    (``ParsedChunk.facts_under``): a key in a long ``forward`` reads again the statements on its path only."""
     function = scope.function
     assert function is not None and function.owner is not None, "a module's forward"
-    if _tests_training(function.node):
+    chunk = scope.chunk
+    if _method_tests_training(chunk, function.node):
         return []
     found: list[tuple[cst.CSTNode, cst.FunctionDef]] = []
-    draw = _inverted_dropout_draw(function.node)
+    draw = _inverted_dropout_draw(chunk, function.node)
     if draw is not None:
         found.append((draw, function.node))
     for call in scope.calls():
         helper = call.function
         if helper is None or helper.owner is not function.owner or helper.node is function.node or _only_while_training(call):
             continue
-        if not _tests_training(helper.node) and _inverted_dropout_draw(helper.node) is not None:
+        if not _method_tests_training(chunk, helper.node) and _inverted_dropout_draw(chunk, helper.node) is not None:
             found.append((call.node, helper.node))
     return found
 
 
-def _inverted_dropout_draw(function: cst.FunctionDef) -> cst.Call | None:
+_TESTS_TRAINING, _DRAWS, _DIVIDES_BY = "tests training", "draws", "divides by"
+
+
+def _mask_marks(node: cst.CSTNode) -> Iterator[tuple[str, cst.CSTNode]]:
+    """What ``_hand_made_masks`` reads of one node: a read of the mode (``_tests_training``), a Bernoulli draw,
+    or what it divides by."""
+    if (isinstance(node, cst.Attribute) and dotted(node) == "self.training") or (isinstance(node, cst.Name) and node.value == "training"):
+        yield _TESTS_TRAINING, node
+    elif isinstance(node, cst.Call) and _called_as(node) in {"bernoulli", "bernoulli_"}:
+        yield _DRAWS, node
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+        yield _DIVIDES_BY, node.right
+    elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign):
+        yield _DIVIDES_BY, node.value
+
+
+def _method_tests_training(chunk: ParsedChunk, function: cst.FunctionDef) -> bool:
+    """``_tests_training`` of a whole method, from its statements' kept parts."""
+    return any(mark == _TESTS_TRAINING for mark, _ in chunk.facts_under("TL211 mask marks", function, _mask_marks))
+
+
+def _inverted_dropout_draw(chunk: ParsedChunk, function: cst.FunctionDef) -> cst.CSTNode | None:
     """The Bernoulli draw of a function that also divides by a keep rate written ``1 - p``; None otherwise."""
-    draw = next((node for node in walk(function.body) if isinstance(node, cst.Call) and _called_as(node) in {"bernoulli", "bernoulli_"}), None)
+    marks = chunk.facts_under("TL211 mask marks", function.body, _mask_marks)
+    draw = next((node for mark, node in marks if mark == _DRAWS), None)
     if draw is None:
         return None
-    divisors = [node.right for node in walk(function.body) if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide)]
-    divisors += [node.value for node in walk(function.body) if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign)]
-    return draw if any(_one_minus(divisor) for divisor in divisors) else None
+    return draw if any(mark == _DIVIDES_BY and _one_minus(cast(cst.BaseExpression, node)) for mark, node in marks) else None
 
 
 def _called_as(call: cst.Call) -> str | None:
