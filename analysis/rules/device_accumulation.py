@@ -550,7 +550,64 @@ _ADAPT_HEAD = """        optimizer.step()
 """
 
 
+_ROLLOUT_STORAGE = """
+import torch
+
+
+class RolloutStorage:
+    def __init__(self, num_steps, num_envs, obs_dim):
+        self.obs = torch.zeros(num_steps + 1, num_envs, obs_dim)
+        self.rewards = torch.zeros(num_steps, num_envs, 1)
+
+    def to(self, device):
+        self.obs = self.obs.to(device)
+        self.rewards = self.rewards.to(device)
+
+
+class Discriminator(torch.nn.Module):
+    def __init__(self, obs_dim, hidden=64):
+        super().__init__()
+        self.trunk = torch.nn.Sequential(torch.nn.Linear(obs_dim, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))
+
+    def forward(self, obs):
+        return self.trunk(obs)
+"""
+_RELABELLED_ROLLOUTS = """
+import torch
+
+from storage import Discriminator, RolloutStorage
+
+
+def main(envs, agent, expert_obs, num_updates, num_steps):
+    device = torch.device("cuda")
+    discriminator = Discriminator(envs.obs_dim).to(device)
+    optimizer = torch.optim.Adam(discriminator.parameters(), lr=1e-3)
+    rollouts = RolloutStorage(num_steps, envs.num_envs, envs.obs_dim)
+    rollouts.to(device)
+    rewards = {{}}
+    for update in range(num_updates):
+        for step in range(num_steps):
+            with torch.no_grad():
+                action = agent.act(rollouts.obs[step])
+            obs, reward, done, infos = envs.step(action)
+            rollouts.obs[step + 1].copy_(obs)
+        loss = discriminator(rollouts.obs[:-1]).mean() - discriminator(expert_obs.to(device)).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        for step in range(num_steps):
+            with torch.no_grad():
+                rewards[{key}] = discriminator(rollouts.obs[step])
+        agent.update(rollouts, rewards)
+"""
+
+
 DeviceAccumulation.MUST_FIRE = (
+    Fires(  # twin: the rewards keyed by the update counter: a new entry on the GPU every update
+        _RELABELLED_ROLLOUTS.format(key="update"),
+        files={"storage.py": _ROLLOUT_STORAGE},
+        at="                rewards[update] = discriminator(rollouts.obs[step])",
+    ),
     Fires(  # twin: each sample adapts the attribute head with an optimizer step: the loop trains, and what it keeps grows
         _STEERED_SAMPLER.format(
             optimizer="    optimizer = torch.optim.SGD(attribute_head.parameters(), lr=step_size)\n", update=_ADAPT_HEAD),
@@ -1081,6 +1138,10 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # rewards relabelled by step of a fixed-length rollout: the same keys are written on every update
+        _RELABELLED_ROLLOUTS.format(key="step"),
+        files={"storage.py": _ROLLOUT_STORAGE},
+    ),
     Quiet(  # a backward that steers a perturbation of the input, no optimizer stepped: each iteration is one sample made
         _STEERED_SAMPLER.format(optimizer="", update=_STEER_INPUT),
     ),
