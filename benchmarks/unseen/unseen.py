@@ -7,7 +7,7 @@ warning read by hand once (repos.json: the repositories and their commits; verdi
     .venv/bin/python benchmarks/unseen/unseen.py run ../unseen NVIDIA/tacotron2 --save .bench/unseen
     .venv/bin/python benchmarks/unseen/unseen.py summary                          # the verdicts, per rule
 
-``fetch`` writes each repository's Python, notebook and configuration files at the recorded commit into
+``fetch`` writes each repository's Python files, notebooks and configuration at the recorded commit into
 TARGET/OWNER+NAME, from a bare mirror (``--mirrors``, the fetch tool's layout, /work/.mirror by default) or
 else from a blob-less bare clone it makes under TARGET/.clones. Nothing fetched is run or imported.
 
@@ -94,10 +94,16 @@ def _repository(entry: dict, mirrors: Path, target: Path) -> Path:
     return clone
 
 
+def kept(path: str, size: int) -> bool:
+    """The files a new user's ``trainlint check .`` reads: mined/run.py's (Python, configuration under 1 MB) and
+    notebooks of any size (a demo notebook keeps its output images)."""
+    return path.endswith(".ipynb") or mined.wanted(path, size)
+
+
 def command_fetch(args) -> int:
     for entry in _selected(args.repos):
         destination = args.target / folder_name(entry["repo"])
-        tree = mined.extract(_repository(entry, args.mirrors, args.target), entry["commit"], destination)
+        tree = mined.extract(_repository(entry, args.mirrors, args.target), entry["commit"], destination, kept)
         count = sum(1 for _ in tree.rglob("*.py"))
         print(f"{entry['repo']}: {count} .py files at {entry['commit'][:12]} in {tree}")
     return 0
