@@ -596,8 +596,9 @@ def overwrites_its_keys(scope: ScopeAnalysis, store: StoreEvent, loop: Loop) -> 
     """``inputs["input_ids"] = ids.to(device)``, or ``data[key] = val.to(device)`` under
     ``for key, val in batch.items():``: the key takes the same few values on every iteration of
     ``loop`` (a literal, a mapping's keys, a collection bound before the loop), so each iteration
-    overwrites what the last one wrote and the dict does not grow with the run. A key counted by the
-    loop (``outputs[step] = ...``, a sample's id) is growth."""
+    overwrites what the last one wrote and the dict does not grow with the run; so does a rollout buffer's
+    ``rewards[step] = r`` under ``for step in range(num_steps):`` nested in it, a count fixed before ``loop``.
+    A key counted by the loop (``outputs[step] = ...``, a sample's id) is growth."""
     if store.kind != "subscript" or not isinstance(store.node, cst.Assign) or len(store.node.targets) != 1:
         return False
     target = store.node.targets[0].target
@@ -612,6 +613,10 @@ def overwrites_its_keys(scope: ScopeAnalysis, store: StoreEvent, loop: Loop) -> 
         if inner is loop or not loop.encloses(inner) or key.value not in inner.targets or not isinstance(inner.node, cst.For):
             continue
         iterable = inner.node.iter
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
+            counts = {node.value for arg in iterable.args for node in walk(arg.value) if isinstance(node, cst.Name)}
+            return inner.targets == (key.value,) and not counts & set(loop.targets) and not any(
+                isinstance(event, AssignEvent) and counts & set(event.targets) for event in events_in(scope, loop))
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in _KEY_VIEWS:
             return not iterable.args and len(inner.targets) <= 2 and inner.targets[:1] == (key.value,)
         return isinstance(iterable, cst.Name) and iterable.value not in loop.targets and not any(

@@ -285,7 +285,16 @@ def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
             return _runs_a_step(scope, loop)
         # `while i < n:` that backwards or steps an optimizer is a training loop, whatever its test says
         return any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, loop))
-    return isinstance(node, cst.For) and repeats_per_step(scope, loop) is not None and _runs_a_step(scope, loop)
+    return isinstance(node, cst.For) and repeats_per_step(scope, loop) is not None and _runs_a_step(scope, loop) and not _steers_inputs(scope, loop)
+
+
+def _steers_inputs(scope: ScopeAnalysis, loop: Loop) -> bool:
+    """A loop whose only sign of a step is a backward that no optimizer step uses: the gradients steer an input (a
+    perturbation of a generator's past, an adversarial example, a saliency map), so an iteration is one sample made,
+    not a training step, and a ``range(num_samples)`` of them collects that many results."""
+    if repeats_per_step(scope, loop) != "a backward runs every iteration":
+        return False
+    return not any(is_optimizer_step(call) or call.method == "step" for call in calls_in(scope, loop))
 
 
 def _runs_a_step(scope: ScopeAnalysis, loop: Loop) -> bool:
@@ -502,7 +511,108 @@ def _without_host_copy_suffix(text: str) -> str:
     return text[: -len(".detach()")] if text.endswith(".detach()") else text
 
 
+_STEERED_SAMPLER = """
+import torch
+
+def steer_and_generate(model, attribute_head, prompt_ids, device, steps=3, step_size=0.02):
+    prompt = torch.tensor([prompt_ids], device=device, dtype=torch.long)
+{optimizer}    delta = torch.zeros_like(model.embed(prompt), requires_grad=True)
+    for _ in range(steps):
+        hidden = model.decode(model.embed(prompt) + delta)
+        loss = -attribute_head(hidden[:, -1]).log_softmax(-1)[:, 0].mean()
+        loss.backward()
+{update}    with torch.no_grad():
+        logits = model.decode(model.embed(prompt) + delta)[:, -1]
+    next_token = torch.multinomial(logits.softmax(-1), 1)
+    return torch.cat([prompt, next_token], dim=1)
+
+
+def sample_steered(model, attribute_head, prompt_ids, num_samples, device):
+    samples = []
+    for _ in range(num_samples):
+        tokens = steer_and_generate(model, attribute_head, prompt_ids, device)
+        samples.append(tokens)
+    return samples
+
+
+if __name__ == "__main__":
+    model = torch.load("lm.pt").cuda()
+    head = torch.load("head.pt").cuda()
+    for tokens in sample_steered(model, head, [50256, 464, 3290], 10, "cuda"):
+        print(tokens.tolist())
+"""
+_STEER_INPUT = """        with torch.no_grad():
+            delta -= step_size * delta.grad / (delta.grad.norm() + 1e-10)
+            delta.grad.zero_()
+"""
+_ADAPT_HEAD = """        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+_ROLLOUT_STORAGE = """
+import torch
+
+
+class RolloutStorage:
+    def __init__(self, num_steps, num_envs, obs_dim):
+        self.obs = torch.zeros(num_steps + 1, num_envs, obs_dim)
+        self.rewards = torch.zeros(num_steps, num_envs, 1)
+
+    def to(self, device):
+        self.obs = self.obs.to(device)
+        self.rewards = self.rewards.to(device)
+
+
+class Discriminator(torch.nn.Module):
+    def __init__(self, obs_dim, hidden=64):
+        super().__init__()
+        self.trunk = torch.nn.Sequential(torch.nn.Linear(obs_dim, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))
+
+    def forward(self, obs):
+        return self.trunk(obs)
+"""
+_RELABELLED_ROLLOUTS = """
+import torch
+
+from storage import Discriminator, RolloutStorage
+
+
+def main(envs, agent, expert_obs, num_updates, num_steps):
+    device = torch.device("cuda")
+    discriminator = Discriminator(envs.obs_dim).to(device)
+    optimizer = torch.optim.Adam(discriminator.parameters(), lr=1e-3)
+    rollouts = RolloutStorage(num_steps, envs.num_envs, envs.obs_dim)
+    rollouts.to(device)
+    rewards = {{}}
+    for update in range(num_updates):
+        for step in range(num_steps):
+            with torch.no_grad():
+                action = agent.act(rollouts.obs[step])
+            obs, reward, done, infos = envs.step(action)
+            rollouts.obs[step + 1].copy_(obs)
+        loss = discriminator(rollouts.obs[:-1]).mean() - discriminator(expert_obs.to(device)).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        for step in range(num_steps):
+            with torch.no_grad():
+                rewards[{key}] = discriminator(rollouts.obs[step])
+        agent.update(rollouts, rewards)
+"""
+
+
 DeviceAccumulation.MUST_FIRE = (
+    Fires(  # twin: the rewards keyed by the update counter: a new entry on the GPU every update
+        _RELABELLED_ROLLOUTS.format(key="update"),
+        files={"storage.py": _ROLLOUT_STORAGE},
+        at="                rewards[update] = discriminator(rollouts.obs[step])",
+    ),
+    Fires(  # twin: each sample adapts the attribute head with an optimizer step: the loop trains, and what it keeps grows
+        _STEERED_SAMPLER.format(
+            optimizer="    optimizer = torch.optim.SGD(attribute_head.parameters(), lr=step_size)\n", update=_ADAPT_HEAD),
+        at="        samples.append(tokens)",
+    ),
     Fires(  # each element the loop draws is moved to the GPU and run through the network: a loop over batches
         """
         import torch
@@ -1028,6 +1138,13 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # rewards relabelled by step of a fixed-length rollout: the same keys are written on every update
+        _RELABELLED_ROLLOUTS.format(key="step"),
+        files={"storage.py": _ROLLOUT_STORAGE},
+    ),
+    Quiet(  # a backward that steers a perturbation of the input, no optimizer stepped: each iteration is one sample made
+        _STEERED_SAMPLER.format(optimizer="", update=_STEER_INPUT),
+    ),
     Quiet(  # the pieces of one optimizer step, moved to the GPU: the list is new on each call, the step follows the loop
         """
         import torch

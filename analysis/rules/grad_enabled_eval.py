@@ -849,6 +849,7 @@ class GradEnabledEval(Rule):
         script_trains = info is None and _trains_anywhere(module)
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         unknown: tuple[CallEvent, DroppedGraph] | None = None  # the first forward whose grad mode only callers elsewhere decide
+        stop_gradient: tuple[CallEvent, cst.Call, CallEvent] | None = None  # the first stop-gradient pass feeding training
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is not None and info is None and _read_later(module, scope.chunk, dropped.names):
@@ -857,6 +858,9 @@ class GradEnabledEval(Rule):
                 continue  # TL101's fix wrote this: the rules agree on one fix for outputs kept across the loop
             # a function that trains runs with grad on wherever it is called from
             if dropped is not None and (info is None or training is not None or _runs_from_this_file(module, info)):
+                if (found := _stop_gradient_for_training(ctx, scope, forward, dropped)) is not None:
+                    stop_gradient = stop_gradient or (forward, *found)
+                    continue  # the cost of one forward, not an inference pass: a note, if nothing else is reported
                 self._report_unused_graph(ctx, scope, forward, dropped, training)
                 return True
             if dropped is not None and unknown is None and not _built_on_the_spot(module, scope, forward):
@@ -865,6 +869,9 @@ class GradEnabledEval(Rule):
         # a warning whatever its output feeds
         if training is None and not script_trains and (found := _inference_program_pass(ctx, scope, frozen)) is not None:
             self._report_unused_graph(ctx, scope, found, DroppedGraph((), frozenset()), None, program=True)
+            return True
+        if stop_gradient is not None:
+            self._report_stop_gradient(ctx, scope, *stop_gradient)
             return True
         if unknown is not None and info is not None and _grad_left_to_other_files(module, info):
             elsewhere = _callers_elsewhere_through(ctx, info)
@@ -875,6 +882,35 @@ class GradEnabledEval(Rule):
             self._report_unknown_grad(ctx, scope, *unknown, with_grad or undecided)
             return True
         return False
+
+    def _report_stop_gradient(self, ctx, scope: ScopeAnalysis, forward: CallEvent, cut: cst.Call, trained: CallEvent) -> None:
+        """A stop-gradient pass of a network the same code trains (``generator(z).detach()`` for the discriminator's
+        step, ``discriminator(real).detach()`` for a relativistic target): the detached output is data for a loss
+        that is backwarded, and the network's own graph is freed as soon as the forward returns. What it costs is
+        that forward's saved activations and autograd's bookkeeping on every step, not a graph kept across steps,
+        and the peak stays below the trained pass's own; ``torch.no_grad()`` says the same thing cheaper. A note."""
+        info = scope.function
+        text = _text(forward)
+        evidence: list[tuple[Site, str]] = [
+            ((forward.chunk, forward.node), f"`{text}` records the autograd graph"),
+            ((forward.chunk, cut), f"`{quoted(forward.chunk, cut)}` stops the gradient; the detached value goes on in the step"),
+            ((trained.chunk, trained.node), f"`{_text(trained)}`: the same network's pass that is trained"),
+        ]
+        no_grad = ctx.name_for("torch.no_grad")
+        line = _statement_line(info.node if info is not None else scope.chunk.module, forward.statement)
+        edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+        ctx.report(
+            forward.node,
+            f"`{text}` runs with autograd on and its output is used only through `{quoted(forward.chunk, cut)}` (line "
+            f"{forward.chunk.line_of(cut)}), a stop-gradient pass of a network this code trains (line "
+            f"{trained.chunk.line_of(trained.node)}): the graph it records is freed as soon as the forward returns, so the "
+            "cost is that forward's saved activations and autograd's bookkeeping on every step, not a graph kept",
+            evidence=evidence,
+            severity=Severity.NOTE,
+            help=f"run `{text}` under `with torch.no_grad():` (then `.detach()` is not needed)",
+            # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
+            fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+        )
 
     def _report_unknown_grad(
         self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph, caller: CallerElsewhere | None,
@@ -1095,9 +1131,17 @@ class GradEnabledEval(Rule):
         kept = [call for call in runs if dropped_graph(scope, call.node) is None]
         for forward in runs:
             key = forward.receiver_key
-            if key in frozen or forward in kept or any(call.receiver_key == key for call in kept):
-                continue  # a stop-gradient on a second pass of the trained network itself (SimSiam, DoRA's norm) is a choice
+            if key in frozen or forward in kept:
+                continue
             dropped = dropped_graph(scope, forward.node)
+            if any(call.receiver_key == key for call in kept):
+                # a stop-gradient on a second pass of the trained network itself (SimSiam, DoRA's norm) is a choice; one this
+                # step's optimizer trains (the generator's pass for the discriminator's step) costs a forward's activations
+                found = _stop_gradient_for_training(ctx, scope, forward, dropped) if dropped is not None else None
+                if found is not None:
+                    self._report_stop_gradient(ctx, scope, forward, *found)
+                    return True
+                continue
             if dropped is None or not dropped.cuts or not all(_detaches(cut) for cut in dropped.cuts):
                 continue
             others = [call for call in kept if call.receiver_key != key]
@@ -1636,6 +1680,29 @@ def _detaches(cut: cst.CSTNode) -> bool:
     if isinstance(cut, cst.Call) and isinstance(cut.func, cst.Attribute):
         return cut.func.attr.value in {"detach", "detach_"}
     return isinstance(cut, cst.Attribute) and cut.attr.value == "data"
+
+
+def _stop_gradient_for_training(
+    ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph,
+) -> tuple[cst.Call, CallEvent] | None:
+    """The cut and the trained pass when ``forward`` is a stop-gradient pass of a network the same code trains: its
+    graph dies only where the code detaches it (``.detach()``, ``.data``), one detached value goes on in the step (the
+    discriminator's input, a relativistic target), an optimizer stepped here holds the network's parameters, and
+    another pass of it in the scope keeps its graph (the generator's own step). A sample grid's
+    ``generator(z).detach()`` that ``save_image`` reads is dropped there, and a frozen feature extractor run on the
+    targets is trained by nothing: inference passes, reported as such."""
+    key = forward.receiver_key
+    if key is None or not dropped.cuts or not all(_detaches(cut) for cut in dropped.cuts):
+        return None
+    stepped = _stepped_parameters(ctx, scope, [call for call in scope.calls() if is_optimizer_step(call)])
+    if not stepped or key not in stepped[0]:
+        return None
+    trained = next((
+        call for call in scope.calls()
+        if call.receiver_key == key and call is not forward and call.context.grad_off is None and dropped_graph(scope, call.node) is None
+    ), None)
+    cut = next((cut for cut in dropped.cuts if isinstance(cut, cst.Call) and dropped_graph(scope, cut) is None), None)
+    return None if trained is None or cut is None else (cut, trained)
 
 
 def _records_graph(call: CallEvent) -> bool:
@@ -3335,7 +3402,90 @@ _SAMPLE_STEP_NO_GRAD = _SAMPLE_STEP.replace(
     "        logits, state = model(token, state)", "        with torch.no_grad():\n            logits, state = model(token, state)")
 
 
+_GAN_NETS = """
+import torch.nn as nn
+
+
+class Generator(nn.Module):
+    def __init__(self, latent_dim):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(latent_dim, 256), nn.ReLU(), nn.Linear(256, 784), nn.Tanh())
+
+    def forward(self, z):
+        return self.net(z).view(-1, 1, 28, 28)
+
+
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.LeakyReLU(0.2), nn.Linear(256, 1))
+
+    def forward(self, images):
+        return self.net(images)
+"""
+_GAN_TRAINER = """
+import torch
+from torchvision.utils import save_image
+
+from gan_nets import Critic, Generator
+
+
+class AdversarialTrainer:
+    def __init__(self, latent_dim, device):
+        self.latent_dim = latent_dim
+        self.device = device
+        self.generator = Generator(latent_dim).to(device)
+        self.critic = Critic().to(device)
+        self.opt_g = torch.optim.RMSprop(self.generator.parameters(), lr=5e-5)
+        self.opt_c = torch.optim.RMSprop(self.critic.parameters(), lr=5e-5)
+        self.fixed_z = torch.randn(64, latent_dim, device=device)
+
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            for step, (images, _) in enumerate(loader):
+                images = images.to(self.device)
+                z = torch.randn(images.size(0), self.latent_dim, device=self.device)
+{critic_step}
+                self.opt_c.zero_grad()
+                loss_c.backward()
+                self.opt_c.step()
+
+                loss_g = -self.critic({generated}).mean()
+                self.opt_g.zero_grad()
+                loss_g.backward()
+                self.opt_g.step()
+{sample}"""
+_GAN_DETACHED_PASS = """                fakes = self.generator(z).detach()
+                loss_c = self.critic(fakes).mean() - self.critic(images).mean()"""
+_GAN_SHARED_PASS = """                fakes = self.generator(z)
+                loss_c = self.critic(fakes.detach()).mean() - self.critic(images).mean()"""
+_GAN_GRID = """            grid = self.generator(self.fixed_z).detach()
+            save_image(grid, f"samples/epoch_{epoch}.png", normalize=True)
+"""
+
+
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # the generator run for the critic's step and detached: a stop-gradient pass of a network the loop trains, a note
+        _GAN_TRAINER.format(critic_step=_GAN_DETACHED_PASS, generated="self.generator(z)", sample=""),
+        fixed=_GAN_TRAINER.format(
+            critic_step=_GAN_DETACHED_PASS.replace(
+                "                fakes = ", "                with torch.no_grad():\n                    fakes = "),
+            generated="self.generator(z)", sample=""),
+        unsafe=True,
+        files={"gan_nets.py": _GAN_NETS},
+        at="                fakes = self.generator(z).detach()",
+        severity=Severity.NOTE,
+    ),
+    Fires(  # twin: the same network sampled into an image grid that only `save_image` reads: an inference pass
+        _GAN_TRAINER.format(critic_step=_GAN_SHARED_PASS, generated="fakes", sample=_GAN_GRID),
+        fixed=_GAN_TRAINER.format(
+            critic_step=_GAN_SHARED_PASS, generated="fakes",
+            sample=_GAN_GRID.replace("            grid = ", "            with torch.no_grad():\n                grid = ")),
+        unsafe=True,
+        files={"gan_nets.py": _GAN_NETS},
+        at="            grid = self.generator(self.fixed_z).detach()",
+        severity=Severity.ERROR,
+    ),
     Fires(  # the script of another file calls `embed_file`, which runs `slide` of this file: grad is on there
         _FRAME_EMBEDDER.format(run=_FRAME_EMBED_RUN),
         fixed=_FRAME_EMBEDDER.format(run="            with torch.no_grad():\n    " + _FRAME_EMBED_RUN),

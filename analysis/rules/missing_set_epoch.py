@@ -453,8 +453,8 @@ def _epoch_loop(module: ModuleView, loader: CallEvent, built_by: CallEvent | Non
                 return (scope, loop), [((call.chunk, call.node), "a new iterator over it every epoch")]
         for loop in scope.loops:
             handed = _iteration_of(module, scope, loop, loader)
-            if handed is None:
-                continue
+            if handed is None or _runs_without_grad(scope, loop):
+                continue  # an evaluation's sums and means do not depend on the order it reads the data in
             if loop.parent is not None:
                 if not _builds_one_loader_per_iteration(scope, loop.parent, built):
                     return (scope, loop.parent), [((scope.chunk, loop.node), "iterated once per epoch")]
@@ -466,6 +466,13 @@ def _epoch_loop(module: ModuleView, loader: CallEvent, built_by: CallEvent | Non
                     *_pass_counted(scope, loop),
                 ]
     return None
+
+
+def _runs_without_grad(scope: ScopeAnalysis, loop: Loop) -> bool:
+    """Every call the loop makes runs under ``no_grad()``/``inference_mode()``: a validation pass, whose loss and
+    metrics are sums over the whole shard, whatever order the sampler yields it in."""
+    calls = [call for call in scope.calls() if loop in call.context.loops]
+    return bool(calls) and all(call.context.grad_off is not None for call in calls)
 
 
 def _pass_counted(scope: ScopeAnalysis, loop: Loop) -> list:
@@ -625,7 +632,67 @@ def _insert_set_epoch(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, sample
     return TextEdit(line, 1, line, 1, f"{indent}{sampler_name}.set_epoch({node.target.value})\n")
 
 
+_SPECTROGRAM_LOSSES = """
+import torch.nn.functional as F
+
+
+def spectrogram_loss(predicted, target):
+    return F.mse_loss(predicted, target) + F.l1_loss(predicted, target)
+"""
+_SHARDED_VALIDATION = """
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+from losses import spectrogram_loss
+
+
+class SpectrogramTrainer:
+    def __init__(self, model, optimizer, train_set, valid_set, batch_size):
+        self.model = model
+        self.optimizer = optimizer
+        self.train_loader = DataLoader(train_set, batch_size=batch_size, sampler=DistributedSampler(train_set, shuffle=False))
+        self.valid_set = valid_set
+        self.batch_size = batch_size
+
+    def validate(self):
+        loader = DataLoader(self.valid_set, batch_size=self.batch_size, sampler=DistributedSampler(self.valid_set))
+        self.model.eval()
+        total = torch.zeros(2, device="cuda")
+{valid_pass}
+        dist.all_reduce(total)
+        self.model.train()
+        return (total[0] / total[1]).item()
+
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            for inputs, targets in self.train_loader:
+                loss = spectrogram_loss(self.model(inputs.cuda()), targets.cuda())
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+            print(epoch, self.validate())
+"""
+_VALIDATION_PASS = """        with torch.no_grad():
+            for inputs, targets in loader:
+                total[0] += spectrogram_loss(self.model(inputs.cuda()), targets.cuda()) * len(inputs)
+                total[1] += len(inputs)"""
+_TUNING_PASS = """        for inputs, targets in loader:
+            loss = spectrogram_loss(self.model(inputs.cuda()), targets.cuda())
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            total[0] += loss.detach() * len(inputs)
+            total[1] += len(inputs)"""
+
+
 MissingSetEpoch.MUST_FIRE = (
+    Fires(  # twin: the per-epoch pass over that loader trains (backward and step): its order is the run's
+        _SHARDED_VALIDATION.format(valid_pass=_TUNING_PASS),
+        files={"losses.py": _SPECTROGRAM_LOSSES},
+        at="        loader = DataLoader(self.valid_set, batch_size=self.batch_size, sampler=DistributedSampler(self.valid_set))",
+    ),
     Fires(  # ignite runs every epoch of the loader inside `trainer.run`; the epoch is set once, before it
         """
         import ignite.distributed as idist
@@ -1161,6 +1228,10 @@ MissingSetEpoch.MUST_FIRE = (
 )
 
 MissingSetEpoch.MUST_NOT_FIRE = (
+    Quiet(  # a validation loader read under no_grad(): a loss summed over the shard does not depend on its order
+        _SHARDED_VALIDATION.format(valid_pass=_VALIDATION_PASS),
+        files={"losses.py": _SPECTROGRAM_LOSSES},
+    ),
     Quiet(  # the epoch is set once for the start, and again by a handler at the start of every epoch
         """
         from ignite.engine import Events

@@ -74,6 +74,7 @@ from trainlint.rules import (
     Tag,
     TextEdit,
     accumulates_into_grad,
+    backward_target,
     clears_gradients,
     dotted,
     is_optimizer_step,
@@ -1201,11 +1202,62 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
                     return None
                 if len(steppers) > 1 and not _lost_to_every_step(items, items.index(first)):
                     return None
+                if _fill_other_networks(scope, first, item) or _optimizer_set_for_the_pass(first, clear):
+                    return None
                 return first, clear, item, step
             first, clear = item, None
         elif first is not None and clears_gradients(event):
             clear = item
     return None
+
+
+def _fill_other_networks(scope: ScopeAnalysis, first: Item, second: Item) -> bool:
+    """The two backward passes run through different networks, each stepped by an optimizer of its own in the scope:
+    the first fills the backbone's gradients, the second a probe's or a discriminator's, whose optimizer clears and
+    steps only its own (``probe_optimizer.zero_grad()`` between them empties nothing the first computed). Which
+    parameters a backward fills is read from the forwards its loss's graph comes from; a backward in a helper, or a
+    graph that leaves the scope, is not known, and neither is a scope that steps one optimizer for both."""
+    first_networks, second_networks = _networks_reached(scope, first), _networks_reached(scope, second)
+    if not first_networks or not second_networks or first_networks & second_networks:
+        return False
+    stepped = {optimizer_text(call) for call in scope.calls() if is_optimizer_step(call)}
+    return len(stepped) > 1
+
+
+def _optimizer_set_for_the_pass(first: Item, clear: Item) -> bool:
+    """The code sets state on the optimizer it then clears around the first backward (``optimizer.acc_stats = True``
+    before a Fisher backward, ``False`` after): the optimizer takes part in that pass itself (K-FAC's module hooks
+    gather its statistics), so clearing `.grad` afterwards throws away nothing the code wanted from it."""
+    backward, clearing = first[0], clear[0]
+    if not isinstance(backward, CallEvent) or not isinstance(clearing, CallEvent) or not clearing.receiver_key:
+        return False
+    where = clearing.scope  # the method that runs both, when a helper does (`agent.update(rollouts)`)
+    if backward.scope is not where:
+        return False
+    start, end = where.chunk.line_of(backward.node) - 1, where.chunk.line_of(clearing.node)
+    prefix = clearing.receiver_key + "."
+    return any(
+        isinstance(event, AssignEvent) and start <= where.chunk.line_of(event.node) < end
+        and any(target.startswith(prefix) and not target.startswith(prefix + "param_groups") for target in event.targets)
+        for event in where.events
+    )
+
+
+def _networks_reached(scope: ScopeAnalysis, backward: Item) -> frozenset[str]:
+    """The models whose forwards the backward's graph comes from, as receiver keys; empty when any of its seeds is not
+    a call of this scope (a helper's backward, a graph handed in)."""
+    event, chain = backward
+    if chain or not isinstance(event, CallEvent):
+        return frozenset()
+    calls = {id(call.node): call for call in scope.calls()}
+    networks: set[str] = set()
+    for root in backward_target(event).roots:
+        call = calls.get(id(root))
+        if call is None:
+            return frozenset()
+        if call.receiver is not None and Tag.MODEL in call.receiver.tags and call.receiver_key:
+            networks.add(call.receiver_key)
+    return frozenset(networks)
 
 
 def _clears_for(clear: Event, step: CallEvent, items: list[Item], chains: Chains = ((), ())) -> bool:
@@ -1412,7 +1464,154 @@ _SLICED_FILES = {"lm.py": """
 _CLEAR_EVERY_DOCUMENT = "                    self.optimizer.zero_grad()\n"
 _CLEAR_AFTER_STEP = "                        self.optimizer.zero_grad()"
 
+_LINEAR_PROBE = """
+import torch.nn as nn
+
+
+class LinearProbe(nn.Module):
+    def __init__(self, dim, classes):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, features):
+        return self.head(self.norm(features))
+"""
+_PROBED_JOINT = """
+import torch
+import torch.nn.functional as F
+
+from probes import LinearProbe
+
+
+class ProbedTrainer:
+    def __init__(self, backbone, dim, classes):
+        self.backbone = backbone
+        self.probe = LinearProbe(dim, classes)
+        self.optimizer = torch.optim.AdamW([*backbone.parameters(), *self.probe.parameters()], lr=1e-4)
+
+    def train_step(self, micro_batches):
+        for images, labels in micro_batches:
+            features = self.backbone(images)
+            F.cross_entropy(features, labels).backward()
+            self.optimizer.zero_grad()
+            F.cross_entropy(self.probe(features.detach()), labels).backward()
+            self.optimizer.step()
+"""
+_PROBED_SEPARATE = """
+import torch
+import torch.nn.functional as F
+
+from probes import LinearProbe
+
+
+class ProbedTrainer:
+    def __init__(self, backbone, dim, classes):
+        self.backbone = backbone
+        self.probe = LinearProbe(dim, classes)
+        self.optimizer = torch.optim.AdamW(backbone.parameters(), lr=1e-4)
+        self.probe_optimizer = torch.optim.SGD(self.probe.parameters(), lr=0.1)
+
+    def train_step(self, micro_batches):
+        self.optimizer.zero_grad()
+        for images, labels in micro_batches:
+            features = self.backbone(images)
+            F.cross_entropy(features, labels).backward()
+            self.probe_optimizer.zero_grad()
+            F.cross_entropy(self.probe(features.detach()), labels).backward()
+            self.probe_optimizer.step()
+        self.optimizer.step()
+"""
+
+
+_CURVATURE_OPTIMIZER = """
+import torch
+
+
+class CurvatureSGD(torch.optim.Optimizer):
+    def __init__(self, model, lr=0.25):
+        super().__init__(model.parameters(), {"lr": lr})
+        self.collect_stats = False
+        self.factors = {}
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.register_full_backward_hook(self._record_output_grad)
+
+    def _record_output_grad(self, module, grad_input, grad_output):
+        if self.collect_stats:
+            grad = grad_output[0].detach()
+            self.factors[module] = grad.t() @ grad / grad.size(0)
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for param in group["params"]:
+                if param.grad is not None:
+                    param.add_(param.grad, alpha=-group["lr"])
+"""
+_FISHER_WITH_STATS = """
+import torch
+
+from curvature import CurvatureSGD
+
+
+class ActorCritic:
+    def __init__(self, policy, value_coef=0.5):
+        self.policy = policy
+        self.value_coef = value_coef
+        self.optimizer = CurvatureSGD(policy)
+
+    def update(self, observations, actions, returns):
+        log_probs, values = self.policy.evaluate(observations, actions)
+        advantages = returns - values
+        fisher_loss = -log_probs.mean() - (values - (values + torch.randn_like(values)).detach()).pow(2).mean()
+        self.optimizer.collect_stats = True
+        fisher_loss.backward(retain_graph=True)
+        self.optimizer.collect_stats = False
+        self.optimizer.zero_grad()
+        loss = -(advantages.detach() * log_probs).mean() + self.value_coef * advantages.pow(2).mean()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+"""
+_FISHER_UNREAD = """
+import torch
+
+from curvature import CurvatureSGD
+
+
+class ActorCritic:
+    def __init__(self, policy, value_coef=0.5):
+        self.policy = policy
+        self.value_coef = value_coef
+        self.optimizer = CurvatureSGD(policy)
+
+    def update(self, observations, actions, returns):
+        log_probs, values = self.policy.evaluate(observations, actions)
+        advantages = returns - values
+        fisher_loss = -log_probs.mean() - (values - (values + torch.randn_like(values)).detach()).pow(2).mean()
+        fisher_loss.backward(retain_graph=True)
+        self.optimizer.zero_grad()
+        loss = -(advantages.detach() * log_probs).mean() + self.value_coef * advantages.pow(2).mean()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+"""
+
+
 ZeroGradBeforeStep.MUST_FIRE = (
+    Fires(  # twin: nothing tells the optimizer to read the Fisher pass: its gradients are cleared unread
+        _FISHER_UNREAD,
+        files={"curvature.py": _CURVATURE_OPTIMIZER},
+        at="        self.optimizer.zero_grad()",
+        severity=Severity.WARNING,
+    ),
+    Fires(  # one optimizer holds the backbone and the probe: clearing it between their backward passes loses the backbone's
+        _PROBED_JOINT,
+        files={"probes.py": _LINEAR_PROBE},
+        at="            self.optimizer.zero_grad()",
+        severity=Severity.WARNING,
+    ),
     Fires(  # accumulation on both precisions, but the full-precision side clears before every backward: on a run
         # without AMP each step applies the last micro-batch's gradient alone
         """
@@ -2981,6 +3180,14 @@ ZeroGradBeforeStep.MUST_FIRE = (
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # the optimizer is set to collect statistics around the Fisher pass (its own backward hooks read it)
+        _FISHER_WITH_STATS,
+        files={"curvature.py": _CURVATURE_OPTIMIZER},
+    ),
+    Quiet(  # twin: the probe has its own optimizer; clearing it between the passes leaves the backbone's gradients alone
+        _PROBED_SEPARATE,
+        files={"probes.py": _LINEAR_PROBE},
+    ),
     Quiet(  # Swin-style: the accumulating side clears where it steps; the other side steps every iteration, so
         # clearing before each backward there is the plain order
         """

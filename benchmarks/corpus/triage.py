@@ -104,12 +104,13 @@ def trainlint_command() -> list[str]:
     return [sys.executable, "-P", "-m", "trainlint"]
 
 
-def check_corpus(folder: Path, name: str, save: Path | None) -> list[dict]:
-    """Errors and warnings trainlint reports in one corpus folder, paths relative to it."""
+def check_corpus(folder: Path, name: str, save: Path | None, options: tuple[str, ...] = ()) -> list[dict]:
+    """Errors and warnings trainlint reports in one corpus folder, paths relative to it (``options``: more
+    arguments for ``check``, such as ``--isolated``)."""
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
         done = subprocess.run(
-            [*trainlint_command(), "check", str(folder), "--format", "json", "--output", str(report), "--exit-zero"],
+            [*trainlint_command(), "check", str(folder), *options, "--format", "json", "--output", str(report), "--exit-zero"],
             capture_output=True, text=True,
         )
         if done.returncode != 0 or not report.exists():

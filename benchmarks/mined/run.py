@@ -35,6 +35,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,9 +186,10 @@ def wanted(path: str, size: int) -> bool:
     return path.endswith(".py") or (path.endswith(CONFIG_SUFFIXES) and size < CONFIG_LIMIT)
 
 
-def extract(repository: Path, commit: str, destination: Path) -> Path:
-    """The tree of ``commit`` (its Python and configuration files) at ``destination``; an earlier
-    extraction is reused (it is written under another name and renamed when complete)."""
+def extract(repository: Path, commit: str, destination: Path, keep: Callable[[str, int], bool] | None = None) -> Path:
+    """The tree of ``commit`` (its Python and configuration files, or the blobs ``keep(path, size)`` accepts) at
+    ``destination``; an earlier extraction is reused (it is written under another name and renamed when complete)."""
+    keep = keep or wanted
     if destination.is_dir():
         return destination
     partial = destination.with_name(destination.name + ".partial")
@@ -200,7 +202,7 @@ def extract(repository: Path, commit: str, destination: Path) -> Path:
         path = name.decode("utf-8", "surrogateescape")
         if not size.isdigit():  # a snapshot without the object (the fetch tool leaves out files of 4 MiB and more)
             continue
-        if kind == b"blob" and mode != b"120000" and wanted(path, int(size)):
+        if kind == b"blob" and mode != b"120000" and keep(path, int(size)):
             blobs.append((sha.decode(), path))
     contents = git(repository, "cat-file", "--batch", input="".join(f"{sha}\n" for sha, _ in blobs).encode())
     position = 0
