@@ -40,6 +40,7 @@ from trainlint.analysis.patterns import (
     replaces_a_list_item,
 )
 from trainlint.rules import (
+    UNKNOWN,
     AssignEvent,
     CallEvent,
     Fires,
@@ -51,7 +52,6 @@ from trainlint.rules import (
     Severity,
     StoreEvent,
     Tag,
-    UNKNOWN,
     calls_in,
     dotted,
     is_backward,
@@ -76,7 +76,7 @@ def _with_added_items(scope: ScopeAnalysis):
     the list: adding a list to a list extends it in place, as `kept.extend([out])` would."""
     for event in scope.events:
         written_out = event.value_node if isinstance(event, StoreEvent) and event.kind == "augassign" else None
-        if not isinstance(written_out, (cst.List, cst.Tuple)) or not written_out.elements:
+        if not isinstance(event, StoreEvent) or not isinstance(written_out, (cst.List, cst.Tuple)) or not written_out.elements:
             yield event
             continue
         for element in written_out.elements:

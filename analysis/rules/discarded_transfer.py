@@ -181,7 +181,7 @@ def _compared_tensors(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         return None
     binding = scope.last_binding(receiver.value, before=call)
     compared = binding.value_node if binding is not None else None
-    if not isinstance(compared, cst.Comparison):
+    if binding is None or not isinstance(compared, cst.Comparison):
         return None
     elementwise = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
     if not all(isinstance(target.operator, elementwise) for target in compared.comparisons):

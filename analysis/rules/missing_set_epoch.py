@@ -26,7 +26,7 @@ loader (`loader.sampler.set_epoch(epoch)` works too); under ignite, in a handler
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -60,7 +60,6 @@ from trainlint.rules import (
     walk,
     written,
 )
-
 
 _REFILLED = "a new iterator over it each time the last one runs out: every refill starts another pass over the same order"
 
@@ -299,7 +298,7 @@ class MissingSetEpoch(Rule):
         )
 
 
-def _offers_fix(inner: list) -> bool:
+def _offers_fix(inner: Sequence) -> bool:
     """A line at the top of the loop fixes an epoch loop, not the step loop of a refilled iterator."""
     return all(note != _REFILLED for _, note in inner)
 
@@ -518,11 +517,11 @@ def _builds_one_loader_per_iteration(scope: ScopeAnalysis, loop: Loop, loader: C
     return loader.scope is scope and loop in loader.context.loops and repeats_per_step(scope, loop) is None
 
 
-def _passes(inner: list) -> str:
+def _passes(inner: Sequence) -> str:
     return "every epoch of" if _offers_fix(inner) else "every pass over the loader that a refill starts in"
 
 
-def _where_to_set(scope: ScopeAnalysis, loop: Loop, name: str | None, inner: list = ()) -> str:
+def _where_to_set(scope: ScopeAnalysis, loop: Loop, name: str | None, inner: Sequence = ()) -> str:
     if not _offers_fix(inner):
         return "with a count of the passes so far, right before each refill's `iter(...)`"
     if name is not None and _bound_inside(scope, loop, name):
