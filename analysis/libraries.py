@@ -94,6 +94,9 @@ TENSOR_TYPES = frozenset({
     "torch.LongTensor", "torch.IntTensor", "torch.ShortTensor", "torch.ByteTensor", "torch.CharTensor",
     "torch.BoolTensor", "torch.cuda.FloatTensor", "torch.cuda.LongTensor",
 })
+ELEMENTWISE_COMPARISON = ("PyTorch, torch.eq / torch.ne / torch.lt / torch.le / torch.gt / torch.ge (Tensor.__eq__, __lt__, ...): "
+                          "\"Computes element-wise\" comparison, broadcasting; returns \"A boolean tensor\": `==`, `!=`, `<`, `<=`, "
+                          "`>`, `>=` with a tensor operand make a tensor")
 REGISTERED_BUFFER = ("PyTorch, nn.Module.register_buffer: `tensor (Tensor or None)`, any other value raises TypeError "
                      "('torch Tensor or None required'); Module.__setattr__ enforces the same for a later assignment to "
                      "the buffer's name: a registered buffer holds a tensor or None")

@@ -743,7 +743,9 @@ def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | 
     if base is not None:
         # `ids = model.generate(...)` on a receiver the analysis does not know; `logits.softmax(-1)`, `out.argmax(1)`
         producers.append(_last_assigned_call(scope, store, base))
-    producers.extend(_computed_from_calls(scope, store.value_node))
+    direct = _computed_from_calls(scope, store.value_node)
+    followed = _computed_from_calls(scope, store.value_node, store)[len(direct):]  # through the names it was bound to
+    producers += direct + [call for call in followed if call.method in {None, "forward"} or (call.receiver is not None and MODEL in call.receiver.tags)]
     for producer in producers:
         if producer is not None and _runs_on_the_accelerator(producer):
             return ((producer.scope.chunk, producer.node), f"what `{shortened(producer.scope.chunk.code_for(producer.node), 40)}` "
@@ -761,7 +763,8 @@ def _runs_on_the_accelerator(call: CallEvent) -> bool:
     """A value the code calls (a model, or a module or function it was handed: `net(x)`, `self.teacher(x)`) given a
     tensor on the accelerator as its input: torch computes on the device of its inputs, so what it returns lives there."""
     given = call.args[0] if call.args and call.arg_nodes and call.arg_nodes[0].keyword is None else None
-    return call.receiver is not None and call.method in {None, "forward"} and given is not None and ON_DEVICE in given.tags
+    called = call.method in {None, "forward"} or MODEL in call.receiver.tags if call.receiver is not None else False  # or a model's method
+    return called and given is not None and ON_DEVICE in given.tags
 
 
 def _call_at(module, scope: ScopeAnalysis, node: cst.CSTNode) -> CallEvent | None:
@@ -850,30 +853,34 @@ def _derived_from(expression: cst.BaseExpression) -> str | None:
             return expression.value if isinstance(expression, cst.Name) else None
 
 
-def _computed_from_calls(scope: ScopeAnalysis, expression: cst.BaseExpression) -> list[CallEvent]:
+def _computed_from_calls(scope: ScopeAnalysis, expression: cst.BaseExpression, before: Event | None = None) -> list[CallEvent]:
     """The calls whose result ``expression`` is computed from by torch functions, methods and indexing:
     ``net(x)`` in ``torch.sigmoid(net(x)).squeeze(1)`` or ``F.softmax(self.net.forward(x), -1)[:, 1]``. A torch
-    function computes on the device of the tensor it is given, so the result lives where the call's did."""
+    function computes on the device of the tensor it is given, so the result lives where the call's did. Given
+    ``before``, a name it is computed from is followed to its binding before that event, two bindings back at most
+    and none a host copy (``emb = net(x)``; ``emb = F.normalize(emb)``; ``kept.append(torch.sigmoid(emb))``)."""
     calls = {id(call.node): call for call in scope.calls()}
     found = []
-    while True:
-        if isinstance(expression, cst.Subscript):
-            expression = expression.value
-            continue
-        if not isinstance(expression, cst.Call):
-            return found
-        call = calls.get(id(expression))
-        if call is not None:
-            found.append(call)
-        if call is not None and call.callee is not None and call.callee.startswith("torch."):
-            given = expression.args[0] if expression.args and expression.args[0].keyword is None and not expression.args[0].star else None
-            if given is None:
+    for _ in range(3):
+        while isinstance(expression, (cst.Subscript, cst.Call)):
+            call = calls.get(id(expression)) if isinstance(expression, cst.Call) else None
+            found += [call] if call is not None else []
+            if isinstance(expression, cst.Subscript):
+                expression = expression.value
+            elif call is not None and call.callee is not None and call.callee.startswith("torch."):
+                given = expression.args[0] if expression.args and expression.args[0].keyword is None and not expression.args[0].star else None
+                if given is None:
+                    return found
+                expression = given.value  # `torch.sigmoid(net(x))`: what the function was given
+            elif isinstance(expression.func, cst.Attribute):
+                expression = expression.func.value  # `net(x).squeeze(1)`: the tensor the method runs on
+            else:
                 return found
-            expression = given.value  # `torch.sigmoid(net(x))`: what the function was given
-        elif isinstance(expression.func, cst.Attribute):
-            expression = expression.func.value  # `net(x).squeeze(1)`: the tensor the method runs on
-        else:
+        binding = scope.last_binding(expression.value, before=before) if before is not None and isinstance(expression, cst.Name) else None
+        if binding is None or binding.value_node is None or on_the_host(scope.chunk.code_for(binding.value_node)):
             return found
+        expression, before = binding.value_node, binding
+    return found
 
 
 def _last_assigned_call(scope: ScopeAnalysis, before: StoreEvent, name: str) -> CallEvent | None:

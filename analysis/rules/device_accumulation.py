@@ -40,6 +40,7 @@ from trainlint.analysis.patterns import (
     replaces_a_list_item,
 )
 from trainlint.rules import (
+    UNKNOWN,
     AssignEvent,
     CallEvent,
     Fires,
@@ -70,6 +71,21 @@ _STEP_WORDS = re.compile(r"step|epoch|True", re.I)
 _CACHE_NAME = re.compile(r"cache", re.I)
 
 
+def _with_added_items(scope: ScopeAnalysis):
+    """The scope's events, where `kept += [out]` (or `+= (out, y)`) stands for an append of each item written in
+    the list: adding a list to a list extends it in place, as `kept.extend([out])` would."""
+    for event in scope.events:
+        written_out = event.value_node if isinstance(event, StoreEvent) and event.kind == "augassign" else None
+        if not isinstance(event, StoreEvent) or not isinstance(written_out, (cst.List, cst.Tuple)) or not written_out.elements:
+            yield event
+            continue
+        for element in written_out.elements:
+            if isinstance(element, cst.Element):
+                value = scope.value_at(element.value) or UNKNOWN
+                yield StoreEvent(event.node, event.context, scope, kind="append", container=event.container,
+                                 container_loop=event.container_loop, value=value, value_node=element.value)
+
+
 class DeviceAccumulation(Rule):
     code = "TL104"
     name = "device-accumulation"
@@ -79,7 +95,7 @@ class DeviceAccumulation(Rule):
         if is_test_file(ctx.module.path):
             return  # a test collects a few tiny batches on purpose
         hook = per_batch_hook(ctx.summary, scope.function)
-        for event in scope.events:
+        for event in _with_added_items(scope):
             if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
                 continue
             if hook is not None and not any(_steps_through_data(scope, loop) for loop in event.context.loops):
@@ -613,6 +629,84 @@ DeviceAccumulation.MUST_FIRE = (
             optimizer="    optimizer = torch.optim.SGD(attribute_head.parameters(), lr=step_size)\n", update=_ADAPT_HEAD),
         at="        samples.append(tokens)",
     ),
+    Fires(  # an evaluator keeps each batch's probabilities, computed from the model's output through a name, on the object
+        """
+        import torch
+
+        from models import TaggingNet
+
+
+        class Evaluator:
+            def __init__(self, checkpoint):
+                self.model = TaggingNet(128, 20)
+                self.model.load_state_dict(torch.load(checkpoint))
+                self.model = self.model.cuda().eval()
+                self.all_scores = []
+
+            @torch.no_grad()
+            def run(self, loader):
+                for batch in loader:
+                    images = batch["image"].cuda(non_blocking=True)
+                    hidden = self.model(images)
+                    scores = torch.sigmoid(hidden)
+                    self.all_scores.append(scores)
+                return torch.cat(self.all_scores)
+        """,
+        files={
+            "models.py": """
+                from torch import nn
+
+
+                class TaggingNet(nn.Module):
+                    def __init__(self, features, tags):
+                        super().__init__()
+                        self.head = nn.Sequential(nn.Flatten(), nn.LazyLinear(features), nn.ReLU(), nn.Linear(features, tags))
+
+                    def forward(self, images):
+                        return self.head(images)
+            """,
+        },
+        at="self.all_scores.append(scores)",
+    ),
+    Fires(  # a feature bank grown by adding a one-item list: `+=` on a list extends it in place
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def build_bank(encoder, loader):
+            encoder = encoder.cuda().eval()
+            bank = []
+            with torch.no_grad():
+                for images, _ in loader:
+                    feats = encoder(images.cuda(non_blocking=True))
+                    feats = F.normalize(feats, dim=1)
+                    bank += [feats]
+            return torch.cat(bank)
+        """,
+        at="bank += [feats]",
+    ),
+    Fires(  # a model's own scoring method, handed queries on the GPU, returns scores there; kept per split for the whole test
+        """
+        import torch
+
+
+        class LinkPredictionTest:
+            def __init__(self, model, device):
+                self.model = model.to(device)
+                self.device = device
+
+            def test(self, loaders):
+                logs = {"valid": [], "test": []}
+                with torch.no_grad():
+                    for split, loader in loaders.items():
+                        for query, candidates in loader:
+                            score = self.model.score_candidates(query.to(self.device), candidates.to(self.device))
+                            logs[split].append(score)
+                return logs
+        """,
+        at="logs[split].append(score)",
+    ),
     Fires(  # each element the loop draws is moved to the GPU and run through the network: a loop over batches
         """
         import torch
@@ -1144,6 +1238,47 @@ DeviceAccumulation.MUST_NOT_FIRE = (
     ),
     Quiet(  # a backward that steers a perturbation of the input, no optimizer stepped: each iteration is one sample made
         _STEERED_SAMPLER.format(optimizer="", update=_STEER_INPUT),
+    ),
+    Quiet(  # the same shapes keeping host copies: the binding is a `.cpu()` copy, the list added to holds numbers
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def collect(model, encoder, loader):
+            model = model.cuda()
+            kept, feats, losses, ids = [], [], [], []
+            with torch.no_grad():
+                for x, y in loader:
+                    probs = model(x.cuda()).softmax(-1).cpu()
+                    kept.append(probs)
+                    emb = encoder(x.cuda())
+                    emb = emb.cpu()
+                    feats.append(F.normalize(emb))
+                    loss = F.cross_entropy(model(x.cuda()), y.cuda())
+                    losses += [loss.item()]
+                    out = model.score(x.cuda())
+                    ids += out.argmax(-1).tolist()
+            return kept, feats, losses, ids
+        """
+    ),
+    Quiet(  # a window of the last outputs: grown by `+=`, but trimmed to four every iteration
+        """
+        import torch
+
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model.cuda()
+                self.recent = []
+
+            def run(self, loader):
+                for x, _ in loader:
+                    out = self.model(x.cuda())
+                    self.recent += [out]
+                    if len(self.recent) > 4:
+                        self.recent.pop(0)
+        """
     ),
     Quiet(  # the pieces of one optimizer step, moved to the GPU: the list is new on each call, the step follows the loop
         """

@@ -65,7 +65,8 @@ class DiscardedTransfer(Rule):
         written = scope.chunk.code_for(call.node)
         fix = None
         method = cast(cst.Attribute, call.node.func)  # check() reports `x.to(...)`-style method calls
-        if key is not None and scope.chunk.code_for(method.value) == key:
+        walked = any(key in loop.targets and _element_of_tensors(scope, loop) is not None for loop in call.context.loops)
+        if key is not None and scope.chunk.code_for(method.value) == key and not walked:
             fix = ctx.fix(f"assign the result back to `{key}`", [ctx.edit_insert_before(call.node, f"{key} = ")], safe=True)
         target = f"`{key}` itself" if key else "the tensor it is called on"
         ctx.report(
@@ -73,7 +74,10 @@ class DiscardedTransfer(Rule):
             f"`{written}` returns a new tensor and this statement throws it away: {target} is not "
             f"moved or converted, so the code after this line still uses the original",
             evidence=[why, ((scope.chunk, call.node), "the result of this call is discarded")],
-            help=f"write `{key} = {written}`" if key else "assign the result to a name and use it",
+            help=(
+                "bind each tensor to its own copy where it is used (`inputs = inputs.to(device)`): rebinding the loop's name moves none"
+                if walked else f"write `{key} = {written}`" if key else "assign the result to a name and use it"
+            ),
             fix=fix,
         )
 
@@ -87,6 +91,8 @@ def _why_a_tensor(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> 
     if key is not None and _used_as_module(scope, key):
         return None
     for loop in call.context.loops:
+        if key in loop.targets and (walked := _element_of_tensors(scope, loop)) is not None:
+            return walked
         if key in loop.targets and key not in _unpacked_batch_names(loop.node):
             # a whole batch: maybe a dict or a `BatchEncoding`, whose `.to()` works in place, unless the
             # loader's own `collate_fn` makes each batch one tensor
@@ -95,7 +101,7 @@ def _why_a_tensor(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> 
         note = receiver.note or f"`{key}`"
         site = receiver.site or (scope.chunk, call.node)
         return (site, f"{note} is a tensor")
-    declared = _annotated_tensor(scope, call) or _registered_buffer(scope, call)
+    declared = _annotated_tensor(scope, call) or _registered_buffer(scope, call) or _compared_tensors(scope, call)
     if declared is not None:
         return declared
     encoded = _item_of_encoding(scope, call)
@@ -134,6 +140,59 @@ def _handed_a_part(module: ModuleView, scope: ScopeAnalysis, parameter: str) -> 
             return None
         found = found or ((outer.scope.chunk, outer.node), f"every call hands `{parameter}` `{name}`, one of the tensors each batch of `{loop.iterable_text}` unpacks into")
     return found
+
+
+def _element_of_tensors(scope: ScopeAnalysis, loop: Loop) -> tuple | None:
+    """The loop walks a tuple or list written out (`for t in (inputs, labels):`) and each element is a tensor:
+    known as one where the loop starts, or one of the names a loader's batch unpacks into in a loop around it.
+    The loop's name is bound to each tensor in turn, so a transfer of it moves none of them."""
+    node = loop.node
+    if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name) or not isinstance(node.iter, (cst.Tuple, cst.List)):
+        return None
+    names = [element.value.value for element in node.iter.elements if isinstance(element.value, cst.Name)]
+    if not names or len(names) != len(node.iter.elements):
+        return None
+    for element in node.iter.elements:
+        value = scope.value_at(element.value)
+        known = value is not None and bool(value.tags & {Tag.TENSOR, Tag.GRAPH}) and Tag.MODEL not in value.tags
+        unpacked = any(
+            _iterates_a_loader(outer) and cast(cst.Name, element.value).value in _unpacked_batch_names(outer.node)
+            for outer in _loops_around(loop)
+        )
+        if not (known or unpacked):
+            return None
+    return ((scope.chunk, node), f"the loop binds `{node.target.value}` to each of {', '.join(f'`{name}`' for name in names)}, each a tensor")
+
+
+def _loops_around(loop: Loop) -> list[Loop]:
+    outer = []
+    parent = loop.parent
+    while parent is not None:
+        outer.append(parent)
+        parent = parent.parent
+    return outer
+
+
+def _compared_tensors(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """The receiver was last bound to an element-wise comparison with a tensor operand (`mask = ids != pad`),
+    which makes a bool tensor (libraries.ELEMENTWISE_COMPARISON)."""
+    receiver = cast(cst.Attribute, call.node.func).value
+    if not isinstance(receiver, cst.Name):
+        return None
+    binding = scope.last_binding(receiver.value, before=call)
+    compared = binding.value_node if binding is not None else None
+    if binding is None or not isinstance(compared, cst.Comparison):
+        return None
+    elementwise = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+    if not all(isinstance(target.operator, elementwise) for target in compared.comparisons):
+        return None
+    operands = [compared.left, *(target.comparator for target in compared.comparisons)]
+    for operand in operands:
+        value = scope.value_at(operand)
+        if value is not None and value.tags & {Tag.TENSOR, Tag.GRAPH} and Tag.MODEL not in value.tags:
+            return ((scope.chunk, binding.node), f"`{receiver.value}` is `{scope.chunk.code_for(compared)}`, an element-wise comparison "
+                    f"with the tensor `{scope.chunk.code_for(operand)}`, which makes a bool tensor")
+    return None
 
 
 def _annotated_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
@@ -900,9 +959,137 @@ DiscardedTransfer.MUST_FIRE = (
         """,
         at="x.to(dev)",
     ),
+    Fires(  # a trainer moves each part of the batch in a loop over the parts: the loop's name is rebound, no part moves
+        """
+        import torch
+
+        from nets import Classifier
+
+
+        class Trainer:
+            def __init__(self, loader, device):
+                self.model = Classifier(10).to(device)
+                self.loader = loader
+                self.device = device
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+            def train_epoch(self):
+                for images, labels in self.loader:
+                    for tensor in (images, labels):
+                        tensor.to(self.device)
+                    loss = torch.nn.functional.cross_entropy(self.model(images), labels)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        files={
+            "nets.py": """
+                from torch import nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.Flatten(), nn.LazyLinear(classes))
+
+                    def forward(self, x):
+                        return self.body(x)
+            """,
+        },
+        no_fix=True,
+        at="tensor.to(self.device)",
+    ),
+    Fires(  # a padding mask made by comparing with a tensor is a bool tensor; its cast to float is dropped
+        """
+        import torch
+
+
+        def padding_mask(lengths, max_len):
+            mask = torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+            mask.float()
+            return mask
+
+
+        def masked_loss(model, tokens, lengths, targets):
+            mask = padding_mask(lengths, tokens.size(1))
+            losses = torch.nn.functional.mse_loss(model(tokens), targets, reduction="none")
+            return (losses * mask).sum() / mask.sum()
+        """,
+        fixed="""
+        import torch
+
+
+        def padding_mask(lengths, max_len):
+            mask = torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+            mask = mask.float()
+            return mask
+
+
+        def masked_loss(model, tokens, lengths, targets):
+            mask = padding_mask(lengths, tokens.size(1))
+            losses = torch.nn.functional.mse_loss(model(tokens), targets, reduction="none")
+            return (losses * mask).sum() / mask.sum()
+        """,
+    ),
 )
 
 DiscardedTransfer.MUST_NOT_FIRE = (
+    Quiet(  # the loop walks modules (moved in place), and the batch's tensors are each bound to their copy
+        """
+        import torch
+
+        from nets import Decoder, Encoder
+
+
+        def fit(loader, device):
+            encoder, decoder = Encoder(), Decoder()
+            for part in (encoder, decoder):
+                part.to(device)
+            params = [*encoder.parameters(), *decoder.parameters()]
+            optimizer = torch.optim.Adam(params)
+            for images, masks in loader:
+                images, masks = (tensor.to(device) for tensor in (images, masks))
+                loss = torch.nn.functional.mse_loss(decoder(encoder(images)), masks)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        files={
+            "nets.py": """
+                from torch import nn
+
+
+                class Encoder(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+                    def forward(self, x):
+                        return self.conv(x)
+
+
+                class Decoder(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.conv = nn.Conv2d(8, 1, 3, padding=1)
+
+                    def forward(self, x):
+                        return self.conv(x)
+            """,
+        },
+    ),
+    Quiet(  # numpy's comparison makes an array, whose `astype` is not a transfer; `is` makes a Python bool
+        """
+        import numpy as np
+
+
+        def select(scores, threshold):
+            chosen = np.asarray(scores) > threshold
+            chosen.astype("float32")
+            missing = scores is None
+            return chosen, missing
+        """
+    ),
     Quiet(  # the encoders a batch's keys pick are modules, which move in place; the batch's own items are assigned back
         """
         import torch

@@ -26,7 +26,7 @@ loader (`loader.sampler.set_epoch(epoch)` works too); under ignite, in a handler
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -60,6 +60,8 @@ from trainlint.rules import (
     walk,
     written,
 )
+
+_REFILLED = "a new iterator over it each time the last one runs out: every refill starts another pass over the same order"
 
 
 class MissingSetEpoch(Rule):
@@ -163,7 +165,7 @@ class MissingSetEpoch(Rule):
         ctx.report(
             factory.node,
             f"`{written(factory)}` returns a DataLoader with a shuffling `DistributedSampler`, and nothing calls "
-            f"`set_epoch`: every epoch of the loop on line {ctx.line_of((epoch_scope.chunk, epoch_loop.node))} "
+            f"`set_epoch`: {_passes(inner)} the loop on line {ctx.line_of((epoch_scope.chunk, epoch_loop.node))} "
             f"replays the same order on every rank",
             evidence=[
                 (sampler.site, "a shuffling DistributedSampler"),
@@ -171,11 +173,11 @@ class MissingSetEpoch(Rule):
                 *inner,
                 ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
             ],
-            help=f"call `{name or 'loader'}.sampler.set_epoch(epoch)` {_where_to_set(epoch_scope, epoch_loop, name)}",
+            help=f"call `{name or 'loader'}.sampler.set_epoch(epoch)` {_where_to_set(epoch_scope, epoch_loop, name, inner)}",
             fix=ctx.fix(
                 f"call `{name}.sampler.set_epoch(...)` at the top of the epoch loop",
                 [_insert_set_epoch(ctx, epoch_scope, epoch_loop, f"{name}.sampler")], safe=True,
-            ) if name else None,
+            ) if name and _offers_fix(inner) else None,
         )
 
     def _check_returned_loader(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, fact: ShardedLoaderFact) -> None:
@@ -281,7 +283,7 @@ class MissingSetEpoch(Rule):
         ctx.report(
             sampler.node,
             f"`{written(sampler)}` shuffles with a seed that only `set_epoch` changes, and nothing calls "
-            f"`set_epoch`: every epoch of the loop on line {ctx.line_of((epoch_scope.chunk, epoch_loop.node))} "
+            f"`set_epoch`: {_passes(inner)} the loop on line {ctx.line_of((epoch_scope.chunk, epoch_loop.node))} "
             f"replays the same order on every rank",
             evidence=[
                 ((sampler.chunk, sampler.node), "a shuffling DistributedSampler"),
@@ -289,11 +291,16 @@ class MissingSetEpoch(Rule):
                 *inner,
                 ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
             ],
-            help=f"call `{name or 'sampler'}.set_epoch(epoch)` {_where_to_set(epoch_scope, epoch_loop, name)}",
+            help=f"call `{name or 'sampler'}.set_epoch(epoch)` {_where_to_set(epoch_scope, epoch_loop, name, inner)}",
             fix=ctx.fix(
                 f"call `{name}.set_epoch(...)` at the top of the epoch loop", [_insert_set_epoch(ctx, epoch_scope, epoch_loop, name)], safe=True,
-            ) if name else None,
+            ) if name and _offers_fix(inner) else None,
         )
+
+
+def _offers_fix(inner: Sequence) -> bool:
+    """A line at the top of the loop fixes an epoch loop, not the step loop of a refilled iterator."""
+    return all(note != _REFILLED for _, note in inner)
 
 
 def _builds_shuffling_sampler(call: CallEvent) -> bool:
@@ -444,13 +451,26 @@ def _epoch_loop(module: ModuleView, loader: CallEvent, built_by: CallEvent | Non
         for call in scope.calls():
             # `batches = iter(loader)` at the top of each epoch, drained by `next(batches)` in an inner loop.
             # A refill under a condition (`except StopIteration: batches = iter(loader)`) sits in a step
-            # loop, where a `set_epoch(step)` at the top would be no fix to offer: left alone.
+            # loop: each refill starts another pass, in the order of the first unless an epoch is set before it,
+            # which a line at the top of the step loop would not do (reported, with no fix).
             loop = call.context.loop
             if (
                 call.callee == "iter" and call.args and loop is not None and not call.context.conditions_inside(loop)
                 and _iterates(call.args[0], loader) and not _builds_one_loader_per_iteration(scope, loop, built)
             ):
                 return (scope, loop), [((call.chunk, call.node), "a new iterator over it every epoch")]
+            if (
+                call.callee == "iter" and call.args and loop is not None and call.context.conditions_inside(loop)
+                and _iterates(call.args[0], loader) and repeats_per_step(scope, loop) is not None
+                and not _builds_one_loader_per_iteration(scope, loop, built)
+            ):
+                return (scope, loop), [((call.chunk, call.node), _REFILLED)]
+            caller = _called_in_loop(module, scope) if call.callee == "iter" and call.args and loop is None and call.context.conditions else None
+            if caller is not None and _iterates(call.args[0], loader) and repeats_per_step(caller.scope, caller.context.loops[-1]) is not None:
+                # `except StopIteration: self.batches = iter(self.loader)` in a method a training loop calls every step
+                return (caller.scope, caller.context.loops[-1]), [
+                    ((call.chunk, call.node), _REFILLED), ((caller.chunk, caller.node), f"`{written(caller)}` runs every step"),
+                ]
         for loop in scope.loops:
             handed = _iteration_of(module, scope, loop, loader)
             if handed is None or _runs_without_grad(scope, loop):
@@ -504,7 +524,13 @@ def _builds_one_loader_per_iteration(scope: ScopeAnalysis, loop: Loop, loader: C
     return loader.scope is scope and loop in loader.context.loops and repeats_per_step(scope, loop) is None
 
 
-def _where_to_set(scope: ScopeAnalysis, loop: Loop, name: str | None) -> str:
+def _passes(inner: Sequence) -> str:
+    return "every epoch of" if _offers_fix(inner) else "every pass over the loader that a refill starts in"
+
+
+def _where_to_set(scope: ScopeAnalysis, loop: Loop, name: str | None, inner: Sequence = ()) -> str:
+    if not _offers_fix(inner):
+        return "with a count of the passes so far, right before each refill's `iter(...)`"
     if name is not None and _bound_inside(scope, loop, name):
         return "every epoch, right after it is built"
     return "at the top of the epoch loop"
@@ -692,6 +718,49 @@ MissingSetEpoch.MUST_FIRE = (
         _SHARDED_VALIDATION.format(valid_pass=_TUNING_PASS),
         files={"losses.py": _SPECTROGRAM_LOSSES},
         at="        loader = DataLoader(self.valid_set, batch_size=self.batch_size, sampler=DistributedSampler(self.valid_set))",
+    ),
+    Fires(  # each refill of the step loop's iterator starts another pass over the same permutation
+        """
+        import torch
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        from losses import consistency_loss
+
+
+        class SemiSupervisedTrainer:
+            def __init__(self, model, unlabeled, optimizer):
+                self.model = model
+                self.optimizer = optimizer
+                self.loader = DataLoader(unlabeled, batch_size=64, sampler=DistributedSampler(unlabeled), drop_last=True)
+                self.batches = iter(self.loader)
+
+            def next_batch(self):
+                try:
+                    return next(self.batches)
+                except StopIteration:
+                    self.batches = iter(self.loader)
+                    return next(self.batches)
+
+            def train(self, steps):
+                for step in range(steps):
+                    weak, strong = self.next_batch()
+                    loss = consistency_loss(self.model(weak), self.model(strong))
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        files={
+            "losses.py": """
+                import torch.nn.functional as F
+
+
+                def consistency_loss(weak_logits, strong_logits):
+                    targets = weak_logits.detach().softmax(-1)
+                    return F.cross_entropy(strong_logits, targets)
+            """,
+        },
+        no_fix=True,
     ),
     Fires(  # ignite runs every epoch of the loader inside `trainer.run`; the epoch is set once, before it
         """
@@ -1231,6 +1300,51 @@ MissingSetEpoch.MUST_NOT_FIRE = (
     Quiet(  # a validation loader read under no_grad(): a loss summed over the shard does not depend on its order
         _SHARDED_VALIDATION.format(valid_pass=_VALIDATION_PASS),
         files={"losses.py": _SPECTROGRAM_LOSSES},
+    ),
+    Quiet(  # the same trainer counts its passes and sets the sampler's epoch before each refill
+        """
+        import torch
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        from losses import consistency_loss
+
+
+        class SemiSupervisedTrainer:
+            def __init__(self, model, unlabeled, optimizer):
+                self.model = model
+                self.optimizer = optimizer
+                self.loader = DataLoader(unlabeled, batch_size=64, sampler=DistributedSampler(unlabeled), drop_last=True)
+                self.batches = iter(self.loader)
+                self.passes = 0
+
+            def next_batch(self):
+                try:
+                    return next(self.batches)
+                except StopIteration:
+                    self.passes += 1
+                    self.loader.sampler.set_epoch(self.passes)
+                    self.batches = iter(self.loader)
+                    return next(self.batches)
+
+            def train(self, steps):
+                for step in range(steps):
+                    weak, strong = self.next_batch()
+                    loss = consistency_loss(self.model(weak), self.model(strong))
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        files={
+            "losses.py": """
+                import torch.nn.functional as F
+
+
+                def consistency_loss(weak_logits, strong_logits):
+                    targets = weak_logits.detach().softmax(-1)
+                    return F.cross_entropy(strong_logits, targets)
+            """,
+        },
     ),
     Quiet(  # the epoch is set once for the start, and again by a handler at the start of every epoch
         """

@@ -589,11 +589,21 @@ def _training_elsewhere(module: ModuleView, scope: ScopeAnalysis) -> list[CallEv
 
 def _runs_elsewhere(module: ModuleView, call: CallEvent) -> Iterator[tuple[FunctionInfo, CallEvent]]:
     """What ``call`` runs in another workspace file, each call with the function it is in: the calls of
-    a function of that file, or of every method of a class of that file that ``call`` builds."""
-    for function in _workspace_functions(module, call):
-        inner = function.analysis(module.summary)
-        for reached in calls_in(inner, None) if inner is not None else ():
-            yield function, reached
+    a function of that file, or of every method of a class of that file that ``call`` builds, and what those
+    calls run in turn in the project's files, three calls deep (a dataset class whose `__init__` builds a crop
+    class of a third file, whose `__call__` draws from numpy)."""
+    seen: set[int] = set()
+    frontier = [call]
+    for _ in range(3):
+        following = []
+        for outer in frontier:
+            for function in _workspace_functions(module, outer):
+                inner = function.analysis(module.summary) if id(function) not in seen else None
+                seen.add(id(function))
+                for reached in calls_in(inner, None) if inner is not None else ():
+                    yield function, reached
+                    following.append(reached)
+        frontier = following
 
 
 def _workspace_functions(module: ModuleView, call: CallEvent) -> list[FunctionInfo]:
@@ -1031,6 +1041,69 @@ _SPLIT_MODULE = """
 """
 
 UnseededRun.MUST_FIRE = (
+    Fires(  # only torch is seeded; the dataset of another file builds a crop class of a third, which draws from numpy
+        """
+        import argparse
+
+        import torch
+        from torch.utils.data import DataLoader
+
+        from data.clips import ClipDataset
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=0)
+            args = parser.parse_args()
+            torch.manual_seed(args.seed)
+            loader = DataLoader(ClipDataset(torch.load("clips.pt")), batch_size=8, shuffle=True)
+            model = torch.nn.Conv1d(16, 4, 3)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for clips in loader:
+                loss = model(clips.float()).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "data/__init__.py": "",
+            "data/augment.py": """
+                import numpy as np
+
+
+                class RandomTemporalCrop:
+                    def __init__(self, length):
+                        self.length = length
+
+                    def __call__(self, clip):
+                        start = np.random.randint(0, len(clip) - self.length + 1)
+                        return clip[start:start + self.length]
+            """,
+            "data/clips.py": """
+                import torch
+                from torch.utils.data import Dataset
+
+                from data.augment import RandomTemporalCrop
+
+
+                class ClipDataset(Dataset):
+                    def __init__(self, clips, length=16):
+                        self.clips = clips
+                        self.crop = RandomTemporalCrop(length)
+
+                    def __len__(self):
+                        return len(self.clips)
+
+                    def __getitem__(self, index):
+                        return torch.as_tensor(self.crop(self.clips[index]))
+            """,
+        },
+        at='loader = DataLoader(ClipDataset(torch.load("clips.pt")), batch_size=8, shuffle=True)',
+    ),
     Fires(
         # the Trainer seeds numpy when it is built, after the data module drew its split from numpy's generator
         """
@@ -1826,6 +1899,70 @@ UnseededRun.MUST_FIRE = (
 )
 
 UnseededRun.MUST_NOT_FIRE = (
+    Quiet(  # the same three files, with numpy seeded beside torch
+        """
+        import numpy as np
+        import argparse
+
+        import torch
+        from torch.utils.data import DataLoader
+
+        from data.clips import ClipDataset
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=0)
+            args = parser.parse_args()
+            torch.manual_seed(args.seed)
+            np.random.seed(args.seed)
+            loader = DataLoader(ClipDataset(torch.load("clips.pt")), batch_size=8, shuffle=True)
+            model = torch.nn.Conv1d(16, 4, 3)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for clips in loader:
+                loss = model(clips.float()).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "data/__init__.py": "",
+            "data/augment.py": """
+                import numpy as np
+
+
+                class RandomTemporalCrop:
+                    def __init__(self, length):
+                        self.length = length
+
+                    def __call__(self, clip):
+                        start = np.random.randint(0, len(clip) - self.length + 1)
+                        return clip[start:start + self.length]
+            """,
+            "data/clips.py": """
+                import torch
+                from torch.utils.data import Dataset
+
+                from data.augment import RandomTemporalCrop
+
+
+                class ClipDataset(Dataset):
+                    def __init__(self, clips, length=16):
+                        self.clips = clips
+                        self.crop = RandomTemporalCrop(length)
+
+                    def __len__(self):
+                        return len(self.clips)
+
+                    def __getitem__(self, index):
+                        return torch.as_tensor(self.crop(self.clips[index]))
+            """,
+        },
+    ),
     Quiet(  # seeded before the model is built
         """
         import random
