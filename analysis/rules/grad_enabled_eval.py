@@ -1186,7 +1186,10 @@ class GradEnabledEval(Rule):
             if dropped is None or script and not any(_reads_values(cut) for cut in dropped.cuts):
                 continue  # in a script, only a pass whose numbers are used: not a shape check, not a warm-up
             if left_to_callers:
-                numbers = next((cut for cut in dropped.cuts if _turned_into_numbers(info.node, cut)), None)
+                numbers = next((cut for cut in dropped.cuts if _turned_into_numbers(scope, info.node, cut)), None)
+                if numbers is None and not dropped.cuts:
+                    # consumed by graph-free operations (a comparison, an index): what the function returns says
+                    numbers = next((value for value in _returned(info.node) if _turned_into_numbers(scope, value, value)), None)
                 if numbers is None:
                     continue  # a detached tensor computed on (a stop-gradient target), not a decoded result
                 return self._report_single_forward_left_to_callers(ctx, scope, forward, numbers)
@@ -2738,20 +2741,41 @@ def _reads_values(cut: cst.CSTNode) -> bool:
 
 # Calls that hand a tensor's values on as Python or NumPy numbers, and those that give indices (no graph) of them.
 _TO_NUMBERS = frozenset({"item", "tolist", "numpy", "argmax", "argmin", "argsort"})
+_TO_ARRAYS = frozenset({"numpy.asarray", "numpy.array"})
 
 
-def _turned_into_numbers(root: cst.CSTNode, cut: cst.CSTNode) -> bool:
+def _turned_into_numbers(scope: ScopeAnalysis, root: cst.CSTNode, cut: cst.CSTNode) -> bool:
     """The cut of a forward's graph is, or sits inside, an expression that turns the output into numbers: `.item()`,
-    `.tolist()`, `.numpy()`, indices (`argmax`) or a comparison (a mask): a decoded result, where a `.detach()` alone
-    may be a tensor the code computes on further (a stop-gradient target)."""
+    `.tolist()`, `.numpy()`, `np.asarray(...)`, indices (`argmax`) or a comparison (a mask): a decoded result, where a
+    `.detach()` alone may be a tensor the code computes on further (a stop-gradient target)."""
     def numbers(node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Comparison):
             return True
-        return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _TO_NUMBERS
+        if not isinstance(node, cst.Call):
+            return False
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in _TO_NUMBERS:
+            return True
+        name = dotted(node.func)
+        return name is not None and scope.canonical(name) in _TO_ARRAYS
 
     return numbers(cut) or any(
         numbers(node) and any(inner is cut for inner in _walk(node)) for node in _walk(root) if isinstance(node, (cst.Call, cst.Comparison))
     )
+
+
+def _returned(function: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """The values the function's own `return` statements hand back (not those of functions defined inside it)."""
+    found: list[cst.BaseExpression] = []
+
+    def visit(node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, cst.Return) and child.value is not None:
+                found.append(child.value)
+            elif not isinstance(child, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                visit(child)
+
+    visit(function.body)
+    return found
 
 
 def _served_per_request(ctx: RuleContext, info) -> tuple[CallEvent, cst.Decorator] | None:
