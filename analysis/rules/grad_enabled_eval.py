@@ -1219,13 +1219,24 @@ class GradEnabledEval(Rule):
             return False
         served = _served_per_request(ctx, info)
         script = served is None and _runs_from_this_file(module, info)
-        if served is None and not script:
-            return False
+        # neither: grad is its callers' to decide, where they are in other files (an agent's `act`, held by a rollout
+        # object; a predictor's `predict`, run by a command-line script), or nowhere in view (a library's entry point)
+        left_to_callers = served is None and not script
+        if left_to_callers and (_callers(module, info) or not _grad_left_to_other_files(module, info)):
+            return False  # a caller in this file is the pass that its own checks read
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is None or script and not any(_reads_values(cut) for cut in dropped.cuts):
                 continue  # in a script, only a pass whose numbers are used: not a shape check, not a warm-up
+            if left_to_callers:
+                numbers = next((cut for cut in dropped.cuts if _turned_into_numbers(scope, info.node, cut)), None)
+                if numbers is None and not dropped.cuts:
+                    # consumed by graph-free operations (a comparison, an index): what the function returns says
+                    numbers = next((value for value in _returned(info.node) if _turned_into_numbers(scope, value, value)), None)
+                if numbers is None:
+                    continue  # a detached tensor computed on (a stop-gradient target), not a decoded result
+                return self._report_single_forward_left_to_callers(ctx, scope, forward, numbers)
             text = _text(forward)
             evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph")]
             cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
@@ -1265,6 +1276,61 @@ class GradEnabledEval(Rule):
             return True
         return False
 
+
+    def _report_single_forward_left_to_callers(self, ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, cut: cst.CSTNode) -> bool:
+        """``_check_single_forward``'s pass in a function whose callers are all in other files, or nowhere in view:
+        its output leaves autograd in sight as numbers (``.item()``, ``.numpy()``, ``.tolist()``, an ``argmax`` read
+        into Python), so the function is an inference pass whatever calls it. Quiet when every caller found runs it
+        under ``no_grad()``/``inference_mode()``; a warning that shows a caller found running it with grad on (at a
+        script's module level, in a function that steps an optimizer or that its file runs); otherwise a note that
+        says grad is not known here."""
+        info = scope.function
+        assert info is not None, "a function's scope"
+        elsewhere = _callers_elsewhere_through(ctx, info)
+        if elsewhere and all(caller.grad == "off" for caller in elsewhere):
+            return False  # every caller, in other files, runs it under no_grad()/inference_mode()
+        caller = next((other for other in elsewhere if other.grad == "on"), None)
+        undecided = next((other for other in elsewhere if other.grad == "unknown"), None)
+        text = _text(forward)
+        evidence: list[tuple[Site, str]] = [
+            ((forward.chunk, forward.node), f"`{text}` records the autograd graph when grad is on"),
+            ((forward.chunk, cut), f"`{quoted(forward.chunk, cut)}` turns its output into numbers: none of the graph is kept"),
+            ((forward.chunk, info.node.name), f"`@torch.no_grad()` on `{info.name}` would cover every call"),
+        ]
+        uses = (
+            f"`{text}` runs with autograd on{{unless}}, but `{info.qualified_name}()` only turns its output into numbers "
+            f"(`{quoted(forward.chunk, cut)}` on line {forward.chunk.line_of(cut)}): no backward goes through it and nothing "
+            "derived from it that carries the graph leaves the function. An inference pass"
+        )
+        if caller is not None:
+            evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` runs it with grad on: {caller.why}"))
+            message = uses.format(unless="") + (
+                f": `{caller.path}` calls it on line {caller.line} with grad on ({caller.why}), so each call keeps every "
+                "layer's activations until it returns, for gradients nobody computes"
+            )
+        else:
+            if undecided is not None:
+                evidence.append(((undecided.call.chunk, undecided.call.node), f"`{_text(undecided.call)}` calls it; grad there is its own callers' to decide"))
+                known = f"`{undecided.path}` calls it on line {undecided.line} without `no_grad()`, in a function whose own callers decide how grad stands"
+            else:
+                known = "no call in the workspace says how grad stands (its callers hold it as an attribute or a value, or it is a library's entry point)"
+            message = uses.format(unless=f" unless the caller of `{info.qualified_name}()` turns it off") + (
+                f": {known}. Called with grad on, each call keeps every layer's activations until it returns, for "
+                "gradients nobody computes"
+            )
+        no_grad = ctx.name_for("torch.no_grad")
+        line = _statement_line(info.node, forward.statement)
+        edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+        ctx.report(
+            forward.node,
+            message + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if _unknown_model_method(ctx, forward) else ""),
+            evidence=evidence,
+            severity=Severity.WARNING if caller is not None else Severity.NOTE,
+            help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
+            # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
+            fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+        )
+        return True
 
     def _check_script_forward(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
         """``_check_single_forward`` at a script's module level: one forward outside any loop, with grad on, in a
@@ -2740,6 +2806,45 @@ def _reads_values(cut: cst.CSTNode) -> bool:
     return True
 
 
+# Calls that hand a tensor's values on as Python or NumPy numbers, and those that give indices (no graph) of them.
+_TO_NUMBERS = frozenset({"item", "tolist", "numpy", "argmax", "argmin", "argsort"})
+_TO_ARRAYS = frozenset({"numpy.asarray", "numpy.array"})
+
+
+def _turned_into_numbers(scope: ScopeAnalysis, root: cst.CSTNode, cut: cst.CSTNode) -> bool:
+    """The cut of a forward's graph is, or sits inside, an expression that turns the output into numbers: `.item()`,
+    `.tolist()`, `.numpy()`, `np.asarray(...)`, indices (`argmax`) or a comparison (a mask): a decoded result, where a
+    `.detach()` alone may be a tensor the code computes on further (a stop-gradient target)."""
+    def numbers(node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Comparison):
+            return True
+        if not isinstance(node, cst.Call):
+            return False
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in _TO_NUMBERS:
+            return True
+        name = dotted(node.func)
+        return name is not None and scope.canonical(name) in _TO_ARRAYS
+
+    return numbers(cut) or any(
+        numbers(node) and any(inner is cut for inner in _walk(node)) for node in _walk(root) if isinstance(node, (cst.Call, cst.Comparison))
+    )
+
+
+def _returned(function: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """The values the function's own `return` statements hand back (not those of functions defined inside it)."""
+    found: list[cst.BaseExpression] = []
+
+    def visit(node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, cst.Return) and child.value is not None:
+                found.append(child.value)
+            elif not isinstance(child, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                visit(child)
+
+    visit(function.body)
+    return found
+
+
 def _served_per_request(ctx: RuleContext, info) -> tuple[CallEvent, cst.Decorator] | None:
     """Where a request handler of this file (``@app.post(...)`` of a FastAPI or Flask app) calls the
     function with grad on, and the decorator that registers it: the server runs it for every request."""
@@ -3401,6 +3506,116 @@ _SAMPLE_STEP = """        token = torch.multinomial(logits.softmax(-1), 1).view(
 _SAMPLE_STEP_NO_GRAD = _SAMPLE_STEP.replace(
     "        logits, state = model(token, state)", "        with torch.no_grad():\n            logits, state = model(token, state)")
 
+# An inference method with no loop whose callers are in other files: a speaker verifier's `score` (a command-line
+# script of another file runs it at module level, so grad is on), and a trained agent's `act`, whose only caller holds
+# the agent in an attribute (a rollout collector), so how grad stands there is not known. Each turns the network's output
+# into numbers before returning.
+_VERIFIER = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class SpeakerEncoder(nn.Module):
+        def __init__(self, n_mels=40, dim=192):
+            super().__init__()
+            self.rnn = nn.LSTM(n_mels, dim, batch_first=True)
+            self.project = nn.Linear(dim, dim)
+
+        def forward(self, mels):
+            frames, _ = self.rnn(mels)
+            return F.normalize(self.project(frames.mean(dim=1)), dim=-1)
+
+
+    class SpeakerVerifier:
+        def __init__(self, checkpoint, device="cuda"):
+            self.encoder = SpeakerEncoder().to(device)
+            self.encoder.load_state_dict(torch.load(checkpoint, map_location=device))
+            self.encoder.eval()
+            self.device = device
+
+{decorator}        def score(self, enrolment, trial):
+            pair = torch.stack([enrolment, trial]).to(self.device)
+            embeddings = self.encoder(pair)
+            return (embeddings[0] @ embeddings[1]).item()
+"""
+_VERIFIER_RUN = "            embeddings = self.encoder(pair)"
+_TRIALS_SCRIPT = """
+    import sys
+
+    import torch
+
+    from train import SpeakerVerifier
+
+    verifier = SpeakerVerifier(sys.argv[1])
+    features = torch.load(sys.argv[2])
+{trials}
+"""
+_TRIALS_LOOP = """    for enrolled, tested in torch.load(sys.argv[3]):
+        print(enrolled, tested, verifier.score(features[enrolled], features[tested]))"""
+_AGENT = """
+    import torch
+    import torch.nn as nn
+
+
+    class QNetwork(nn.Module):
+        def __init__(self, n_observations, n_actions, hidden=256):
+            super().__init__()
+            self.layers = nn.Sequential(nn.Linear(n_observations, hidden), nn.ReLU(), nn.Linear(hidden, n_actions))
+
+        def forward(self, state):
+            return self.layers(state)
+
+
+    class EpsilonGreedyAgent:
+        def __init__(self, checkpoint, n_observations, n_actions, epsilon=0.05, device="cpu"):
+            self.q_network = QNetwork(n_observations, n_actions).to(device)
+            self.q_network.load_state_dict(torch.load(checkpoint, map_location=device))
+            self.q_network.eval()
+            self.n_actions = n_actions
+            self.epsilon = epsilon
+            self.device = device
+
+{decorator}        def act(self, observation):
+            if torch.rand(()) < self.epsilon:
+                return int(torch.randint(self.n_actions, ()))
+            state = torch.as_tensor(observation, dtype=torch.float32, device=self.device).unsqueeze(0)
+            q_values = self.q_network(state)
+            return int(q_values.argmax(dim=1).item())
+"""
+_AGENT_RUN = "            q_values = self.q_network(state)"
+_COLLECTOR = {"collector.py": """
+    class TransitionCollector:
+        def __init__(self, env, agent, buffer):
+            self.env = env
+            self.agent = agent
+            self.buffer = buffer
+
+        def collect(self, steps):
+            observation = self.env.reset()
+            for _ in range(steps):
+                action = self.agent.act(observation)
+                following, reward, done, _ = self.env.step(action)
+                self.buffer.append((observation, action, reward, following, done))
+                observation = self.env.reset() if done else following
+"""}
+# REINFORCE's agent: the log-probability it returns carries the graph to the update's backward
+_SAMPLING_AGENT = """
+    import torch
+    from torch.distributions import Categorical
+
+
+    class SamplingAgent:
+        def __init__(self, policy_network):
+            self.policy_network = policy_network
+
+        def act(self, observation):
+            logits = self.policy_network(torch.as_tensor(observation).unsqueeze(0))
+            distribution = Categorical(logits=logits)
+            action = distribution.sample()
+            return int(action.item()), distribution.log_prob(action)
+"""
+
 
 _GAN_NETS = """
 import torch.nn as nn
@@ -3485,6 +3700,22 @@ GradEnabledEval.MUST_FIRE = (
         files={"gan_nets.py": _GAN_NETS},
         at="            grid = self.generator(self.fixed_z).detach()",
         severity=Severity.ERROR,
+    ),
+    Fires(  # `score` turns the encoder's output into a float; a script of another file calls it at module level
+        _VERIFIER.format(decorator=""),
+        fixed=_VERIFIER.format(decorator="").replace(_VERIFIER_RUN, "            with torch.no_grad():\n    " + _VERIFIER_RUN),
+        unsafe=True,
+        files={"verify_trials.py": _TRIALS_SCRIPT.format(trials=_TRIALS_LOOP)},
+        at=_VERIFIER_RUN.strip(),
+        severity=Severity.WARNING,
+    ),
+    Fires(  # `act` turns the Q-values into an action; its only caller holds the agent in an attribute: a note
+        _AGENT.format(decorator=""),
+        fixed=_AGENT.format(decorator="").replace(_AGENT_RUN, "            with torch.no_grad():\n    " + _AGENT_RUN),
+        unsafe=True,
+        files=_COLLECTOR,
+        at=_AGENT_RUN.strip(),
+        severity=Severity.NOTE,
     ),
     Fires(  # the script of another file calls `embed_file`, which runs `slide` of this file: grad is on there
         _FRAME_EMBEDDER.format(run=_FRAME_EMBED_RUN),
@@ -7247,6 +7478,51 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: the script scores its trials under `no_grad()`
+        _VERIFIER.format(decorator=""),
+        files={"verify_trials.py": _TRIALS_SCRIPT.format(trials="    with torch.no_grad():\n    " + _TRIALS_LOOP.replace("\n", "\n    "))},
+    ),
+    Quiet(  # twin: `act` turns grad off itself
+        _AGENT.format(decorator="        @torch.no_grad()\n"),
+        files=_COLLECTOR,
+    ),
+    Quiet(  # twin: the sampled action's log-probability leaves with the graph, for the policy-gradient update
+        _SAMPLING_AGENT,
+        files=_COLLECTOR,
+    ),
+    Quiet(  # twin: a model's method that hands back its logits with the labels, used by a training script
+        """
+        import torch.nn as nn
+
+
+        class Classifier(nn.Module):
+            def __init__(self, n_features, n_classes):
+                super().__init__()
+                self.head = nn.Linear(n_features, n_classes)
+
+            def forward(self, x):
+                return self.head(x)
+
+            def logits_and_labels(self, x):
+                logits = self(x)
+                return logits, logits.argmax(dim=1)
+        """,
+        files={"fit.py": """
+            import torch
+            import torch.nn.functional as F
+
+            from train import Classifier
+
+            model = Classifier(32, 4)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for features, labels in torch.load("batches.pt"):
+                logits, _ = model.logits_and_labels(features)
+                loss = F.cross_entropy(logits, labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """},
+    ),
     Quiet(  # twin: the script extracts under `no_grad()`
         _FRAME_EMBEDDER.format(run=_FRAME_EMBED_RUN),
         files={"extract.py": _EXTRACT_SCRIPT.format(extract="    with torch.no_grad():\n    " + _EXTRACT_LOOP.replace("\n", "\n    "))},
