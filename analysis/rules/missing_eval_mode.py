@@ -287,7 +287,7 @@ class MissingEvalMode(Rule):
         if any(is_backward(call) or is_optimizer_step(call) for call in calls):
             return  # it trains: not an inference pass
         for key, forward in _forwards_on_parameters(scope, models_only=False).items():
-            why = None if _rebound(scope, key) else _inference_pass(ctx, scope, forward)
+            why = None if _rebound(scope, key) or _sampled_from_noise(ctx, scope, forward) else _inference_pass(ctx, scope, forward)
             if why is None or any(call.function is not None and _helper_sets_eval_mode(call, key, ctx.summary) for call in calls):
                 continue  # not an inference pass, or a local helper switches it (`with inference_context(model):`)
             # the callers in this file, then (the file's own pass being known) those of the workspace's other files
@@ -1906,6 +1906,8 @@ def _trains(scope: ScopeAnalysis) -> bool:
 
 def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     module = ctx.module
+    if _sampled_from_noise(ctx, scope, call):
+        return None
     function = scope.function
     if function is not None and _runs_what_it_is_handed(ctx, function, call):
         why = _inference_pass(ctx, scope, call)
@@ -1945,7 +1947,7 @@ def _periodic_scoring(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         if any(is_backward(other) or is_optimizer_step(other) for other in inside):
             return None
         trained = _trained_in(scope, loop, key, backwarded, call)
-        if trained is None or _sampled_from_noise(scope, call):
+        if trained is None:
             return None
         return ((scope.chunk, periodic.node), (
             f"runs `{key}` every N steps of the loop that trains it ({trained}), and no backward runs through this "
@@ -1961,7 +1963,7 @@ def _scored_after_training(module: ModuleView, scope: ScopeAnalysis, call: CallE
     scored (a test batch, ``next(iter(test_loader))``), in the mode the training loop left, training. Whatever the
     data is called: grad off and the training behind it say so."""
     key = call.receiver_key
-    if key is None or call.context.grad_off is None or _sampled_from_noise(scope, call):
+    if key is None or call.context.grad_off is None:
         return None
     if any(call.node in roots for roots in _backwarded(scope)):
         return None
@@ -2000,26 +2002,106 @@ def _backwarded(scope: ScopeAnalysis) -> list[frozenset]:
     return [backward_target(other).roots for other in scope.calls() if is_backward(other)]
 
 
-# torch's draws of random tensors, whose result a generator's forward takes as its whole input
-_NOISE_DRAWS = frozenset({"torch.randn", "torch.rand", "torch.randn_like", "torch.rand_like", "torch.normal"})
+# torch's and numpy's draws of random numbers: a generator's latent input, made by the program, not read from data
+_NOISE_DRAWS = frozenset({
+    "torch.randn", "torch.rand", "torch.randn_like", "torch.rand_like", "torch.normal", "torch.randint",
+    "numpy.random.normal", "numpy.random.randn", "numpy.random.rand", "numpy.random.uniform",
+    "numpy.random.standard_normal", "numpy.random.randint",
+})
+# torch's constructions of index tensors (the classes a conditional generator is asked for, `torch.arange(10)`)
+_MADE_BY_THE_PROGRAM = frozenset({"torch.arange", "torch.full", "torch.linspace", "torch.eye"})
+# calls that turn their first argument into a tensor or variable and keep its values (`Variable(FloatTensor(draw))`)
+_KEEPS_VALUES = frozenset({
+    "torch.autograd.Variable", "torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor",
+    "torch.FloatTensor", "torch.LongTensor", "torch.cuda.FloatTensor", "torch.cuda.LongTensor",
+})
+# tensor methods that move, cast, reshape or repeat a tensor's values
+_MOVES_VALUES = frozenset({
+    "to", "cuda", "float", "half", "long", "type", "view", "reshape", "unsqueeze", "expand", "repeat",
+    "repeat_interleave", "detach", "requires_grad_", "type_as", "split", "chunk", "unbind",
+})
 
 
-def _sampled_from_noise(scope: ScopeAnalysis, call: CallEvent) -> bool:
-    """Every input of the forward is a random draw (``torch.randn(...)``, or a name or attribute bound to one): a
-    generator sampled on noise, not a model scored on data. Its batch-norm normalises the noise batch as it does
-    in training, and whether a sample grid uses batch or running statistics is the project's choice
+def _sampled_from_noise(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> bool:
+    """Every input of the forward is made by the program, at least one a random draw (``torch.randn(...)``,
+    ``Variable(FloatTensor(np.random.normal(...)))``, class labels from ``torch.arange``), directly, through
+    names and attributes bound to one, or through the parameters of helpers whose every caller hands one
+    (``save_grid(generator, fixed_noise, path)``): a generator sampled on noise, not a model scored on data.
+    In training mode its batch-norm normalises the sample batch by its own statistics, as every training step
+    does to the batch the discriminator sees, and the running averages it updates take one more batch drawn
+    from the same prior the training steps draw from: no held-out data reaches the model's state and nothing is
+    scored, so neither harm of this rule happens. Which statistics a sample grid shows is the project's choice
     (pytorch/examples' DCGAN samples `netG` in training mode; its maintainers kept batch statistics there,
-    pytorch/examples#119), so there is no evaluation data to speak of and nothing to report."""
+    pytorch/examples#119). A generator handed held-out data (an inpainting or translation of a validation
+    batch) is scored on data and stays reported."""
     if not call.node.args or scope.summary is None:
         return False
-    for argument in call.node.args:
-        value = scope.value_at(argument.value)
-        site = value.site if value is not None else None
-        drawn = site[1] if site is not None else None
-        raw = dotted(drawn.func) if isinstance(drawn, cst.Call) else None
-        if raw is None or scope.summary.canonical(raw) not in _NOISE_DRAWS:
-            return False
-    return True
+    iterated = {loop.node.target.value: loop.node.iter for loop in call.context.loops
+                if isinstance(loop.node, cst.For) and isinstance(loop.node.target, cst.Name)}
+    kinds = [_made_by_program(ctx.module, scope, iterated.get(argument.value.value, argument.value)
+                              if isinstance(argument.value, cst.Name) else argument.value, 2, ctx.summary)
+             for argument in call.node.args]
+    return all(kinds) and "drawn" in kinds
+
+
+def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExpression, depth: int,
+                     checked=None) -> str | None:
+    """``"drawn"`` for a random draw, ``"made"`` for another tensor the program constructs, None for anything
+    else (data, or what the analysis cannot follow). ``checked``, the checked file's summary, also reads the
+    callers in other files of a function of that file."""
+    summary = scope.summary
+    if summary is None:
+        return None
+    if isinstance(node, cst.Call):
+        raw = dotted(node.func)
+        known = summary.canonical(raw) if raw is not None else None
+        if known in _NOISE_DRAWS:
+            return "drawn"
+        if known in _MADE_BY_THE_PROGRAM:
+            return "made"
+        if known in _KEEPS_VALUES and node.args:
+            return _made_by_program(module, scope, node.args[0].value, depth, checked)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOVES_VALUES:
+            return _made_by_program(module, scope, node.func.value, depth, checked)
+        return None
+    if not isinstance(node, cst.Name | cst.Attribute):
+        return None
+    value = scope.value_at(node)
+    site = value.site if value is not None else None
+    if site is not None and isinstance(site[1], cst.Call) and site[1] is not node:
+        return _made_by_program(module, scope, site[1], depth, checked)
+    if isinstance(node, cst.Name) and scope.function is not None and node.value in scope.params and depth > 0:
+        return _handed_by_every_caller(module, scope.function, node.value, depth - 1, checked)
+    return None
+
+
+def _handed_by_every_caller(module: ModuleView, function, parameter: str, depth: int, checked) -> str | None:
+    """What every call of ``function`` in its file hands ``parameter`` (by ``_made_by_program``), or, for a
+    function of the checked file that its file never calls, every call in the workspace's other files; None
+    when there is no such call or one hands something else."""
+    calls = [(module, call) for call in module.calls_of(function)]
+    if not calls and checked is not None:
+        calls = callers_elsewhere(checked, function, lambda other, call: (other, call))
+    kinds = set()
+    for home, call in calls:
+        argument = _argument_node(call, function, parameter)
+        kind = _made_by_program(home, call.scope, argument, depth) if argument is not None else None
+        if kind is None:
+            return None
+        kinds.add(kind)
+    return "drawn" if "drawn" in kinds else ("made" if kinds else None)
+
+
+def _argument_node(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
+    """The expression a call hands one parameter of the function it runs."""
+    argument = call.keyword(parameter)
+    if argument is not None:
+        return argument.value
+    params = function.positional_parameters
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    if parameter in params and params.index(parameter) < len(positional):
+        return positional[params.index(parameter)].value
+    return None
 
 
 def _trained_in(scope: ScopeAnalysis, loop, key: str, backwarded: list[frozenset], scoring: CallEvent) -> str | None:
@@ -3182,47 +3264,44 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="logits, _ = self.model(src_ids)",
     ),
-    Fires(  # a sample grid from the generator after each epoch: a helper that trains nothing and saves pictures, not named for evaluation
+    Fires(  # an inpainting of a validation batch after each epoch: a helper that trains nothing and saves pictures, not named for evaluation
         """
         import torch
         import torch.nn as nn
+        import torch.nn.functional as F
         from torchvision.utils import save_image
 
 
-        class Generator(nn.Module):
-            def __init__(self, latent=100):
+        class ContextEncoder(nn.Module):
+            def __init__(self, width=64):
                 super().__init__()
                 self.net = nn.Sequential(
-                    nn.ConvTranspose2d(latent, 128, 4, 1, 0), nn.BatchNorm2d(128), nn.ReLU(),
-                    nn.ConvTranspose2d(128, 3, 4, 2, 1), nn.Tanh(),
+                    nn.Conv2d(3, width, 4, 2, 1), nn.BatchNorm2d(width), nn.LeakyReLU(0.2),
+                    nn.ConvTranspose2d(width, 3, 4, 2, 1), nn.Tanh(),
                 )
 
-            def forward(self, z):
-                return self.net(z)
+            def forward(self, masked):
+                return self.net(masked)
 
 
-        def save_grid(generator, noise, path):
+        def save_inpainting(generator, val_loader, path):
+            masked, target = next(iter(val_loader))
             with torch.no_grad():
-                images = generator(noise)
-            save_image(images * 0.5 + 0.5, path, nrow=8)
+                filled = generator(masked)
+            save_image(torch.cat([masked, filled, target]) * 0.5 + 0.5, path, nrow=8)
 
 
-        def train_gan(generator, discriminator, loader, g_opt, d_opt, epochs, fixed_noise):
-            criterion = nn.BCEWithLogitsLoss()
+        def train(generator, loader, val_loader, optimizer, epochs):
             for epoch in range(epochs):
                 generator.train()
-                for real in loader:
-                    fake = generator(torch.randn(real.size(0), 100, 1, 1))
-                    g_loss = criterion(discriminator(fake), torch.ones(real.size(0), 1))
-                    g_opt.zero_grad()
-                    g_loss.backward()
-                    g_opt.step()
-                save_grid(generator, fixed_noise, f"samples/{epoch:03d}.png")
-
-
-        train_gan(Generator(), None, None, None, None, 10, torch.randn(64, 100, 1, 1))
+                for masked, target in loader:
+                    loss = F.mse_loss(generator(masked), target)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                save_inpainting(generator, val_loader, f"samples/{epoch:03d}.png")
         """,
-        at="images = generator(noise)",
+        at="filled = generator(masked)",
     ),
     Fires(  # image features for a metric from a torchvision network built in training mode, in a helper of its own
         """
@@ -5039,6 +5118,171 @@ MissingEvalMode.MUST_FIRE = (
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # a script's sample helper draws numpy noise into a Variable for the module-level generator it trains
+        """
+        import numpy as np
+        import torch
+        from torch.autograd import Variable
+        from torchvision.utils import save_image
+
+        from models import Discriminator, Generator
+
+        generator, discriminator = Generator(latent_dim=100), Discriminator()
+        adversarial_loss = torch.nn.BCEWithLogitsLoss()
+        optimizer_G = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+
+
+        def sample_image(n_row, batches_done):
+            z = Variable(torch.FloatTensor(np.random.normal(0, 1, (n_row ** 2, 100))))
+            labels = torch.arange(n_row).repeat_interleave(n_row)
+            gen_imgs = generator(z, labels)
+            save_image(gen_imgs.data, "images/%d.png" % batches_done, nrow=n_row, normalize=True)
+
+
+        loader = torch.utils.data.DataLoader(torch.load("digits.pt"), batch_size=64, shuffle=True)
+        for epoch in range(200):
+            for i, (imgs, labels) in enumerate(loader):
+                optimizer_G.zero_grad()
+                z = torch.randn(imgs.size(0), 100)
+                g_loss = adversarial_loss(discriminator(generator(z, labels), labels), torch.ones(imgs.size(0), 1))
+                g_loss.backward()
+                optimizer_G.step()
+                batches_done = epoch * len(loader) + i
+                if batches_done % 400 == 0:
+                    sample_image(n_row=10, batches_done=batches_done)
+        """,
+        files={
+            "models.py": """
+            import torch
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, latent_dim, classes=10):
+                    super().__init__()
+                    self.label_emb = nn.Embedding(classes, classes)
+                    self.model = nn.Sequential(
+                        nn.Linear(latent_dim + classes, 256), nn.BatchNorm1d(256, 0.8), nn.LeakyReLU(0.2),
+                        nn.Linear(256, 784), nn.Tanh(),
+                    )
+
+                def forward(self, noise, labels):
+                    return self.model(torch.cat((self.label_emb(labels), noise), -1))
+
+
+            class Discriminator(nn.Module):
+                def __init__(self, classes=10):
+                    super().__init__()
+                    self.label_emb = nn.Embedding(classes, classes)
+                    self.model = nn.Sequential(nn.Linear(784 + classes, 256), nn.LeakyReLU(0.2), nn.Linear(256, 1))
+
+                def forward(self, img, labels):
+                    return self.model(torch.cat((img.view(img.size(0), -1), self.label_emb(labels)), -1))
+            """,
+        },
+    ),
+    Quiet(  # a sampling helper of another file, handed fixed latents by the training script, runs them chunk by chunk
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from nets import Discriminator, Generator
+        from sampling import write_samples
+
+
+        def main(loader, epochs=10):
+            netG, netD = Generator(), Discriminator()
+            opt = torch.optim.Adam(netG.parameters(), lr=2e-4)
+            latents = torch.randn(64, 100, 1, 1)
+            for epoch in range(epochs):
+                netG.train()
+                for real in loader:
+                    loss = F.softplus(-netD(netG(torch.randn(real.size(0), 100, 1, 1)))).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                write_samples(netG, latents, f"samples/{epoch}.png")
+        """,
+        files={
+            "sampling.py": """
+            import torch
+            from torchvision.utils import save_image
+
+
+            def write_samples(net, latents, path):
+                images = []
+                with torch.no_grad():
+                    for chunk in latents.split(16):
+                        images.append(net(chunk))
+                save_image(torch.cat(images), path, normalize=True)
+            """,
+            "nets.py": """
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, latent=100, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.ConvTranspose2d(latent, width, 4, 1, 0), nn.BatchNorm2d(width), nn.ReLU(True),
+                        nn.ConvTranspose2d(width, 3, 4, 2, 1), nn.Tanh(),
+                    )
+
+                def forward(self, z):
+                    return self.main(z)
+
+
+            class Discriminator(nn.Module):
+                def __init__(self, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(nn.Conv2d(3, width, 4, 2, 1), nn.LeakyReLU(0.2), nn.Flatten(), nn.LazyLinear(1))
+
+                def forward(self, x):
+                    return self.main(x)
+            """,
+        },
+    ),
+    Quiet(  # a sample grid drawn from noise after each epoch, through a helper handed the training loop's fixed noise: batch statistics of the prior training draws from, nothing scored
+        """
+        import torch
+        import torch.nn as nn
+        from torchvision.utils import save_image
+
+
+        class Generator(nn.Module):
+            def __init__(self, latent=100):
+                super().__init__()
+                self.net = nn.Sequential(
+                    nn.ConvTranspose2d(latent, 128, 4, 1, 0), nn.BatchNorm2d(128), nn.ReLU(),
+                    nn.ConvTranspose2d(128, 3, 4, 2, 1), nn.Tanh(),
+                )
+
+            def forward(self, z):
+                return self.net(z)
+
+
+        def save_grid(generator, noise, path):
+            with torch.no_grad():
+                images = generator(noise)
+            save_image(images * 0.5 + 0.5, path, nrow=8)
+
+
+        def train_gan(generator, discriminator, loader, g_opt, d_opt, epochs, fixed_noise):
+            criterion = nn.BCEWithLogitsLoss()
+            for epoch in range(epochs):
+                generator.train()
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), 100, 1, 1))
+                    g_loss = criterion(discriminator(fake), torch.ones(real.size(0), 1))
+                    g_opt.zero_grad()
+                    g_loss.backward()
+                    g_opt.step()
+                save_grid(generator, fixed_noise, f"samples/{epoch:03d}.png")
+
+
+        train_gan(Generator(), None, None, None, None, 10, torch.randn(64, 100, 1, 1))
+        """,
+    ),
     Quiet(  # a conversion check: the model is switched to eval mode as it is built (`eval()` returns the module)
         """
         import torch
