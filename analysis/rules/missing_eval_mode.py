@@ -251,7 +251,7 @@ class MissingEvalMode(Rule):
                 continue
             value, text = passed
             layers = _layers_of(ctx.summary, value, ctx.module)
-            if layers is None or _switched_to_eval_named(ctx.module, text):
+            if layers is None or _switched_to_eval_named(ctx.module, text) and _training_switch_reaching(ctx.module, scope, call, text) is None:
                 continue
             if text is not None and not _in_training_step(call) and _trains_and_keeps_training(ctx.module, call, text, value):
                 continue  # handed over straight from training: reported on the pass itself (_check_handed_from_training)
@@ -938,12 +938,17 @@ class MissingEvalMode(Rule):
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
+        switch = _training_switch_reaching(ctx.module, scope, call, call.receiver_key)
+        mode = f"`{key}.train()` on line {switch.chunk.line_of(switch.node)} is the last mode switch before it" \
+            if switch is not None else f"nothing in this file calls `{key}.eval()`"
         ctx.report(
             call.node,
-            f"`{key}` runs an evaluation pass in training mode: nothing in this file calls `{key}.eval()`, and it has "
+            f"`{key}` runs an evaluation pass in training mode: {mode}, and it has "
             f"dropout or batch-norm layers, so the scores are computed with dropout on and batch-norm updating its "
             f"statistics on evaluation data",
             evidence=[why, layers, ((scope.chunk, call.node), "the forward of the evaluation pass"), *(
+                [((switch.chunk, switch.node), "switches to training mode; no `.eval()` follows before the pass")]
+                if switch is not None else []), *(
                 [((scope.chunk, _first_statement(scope.function.node)), f"where the pass starts, `{key}` in the mode its caller left")]
                 if scope.function is not None and key in scope.params else [])],
             help=f"call `{key}.eval()` before evaluating and `{key}.train()` before training again",
@@ -1670,6 +1675,8 @@ def _trains_and_keeps_training(module: ModuleView, call: CallEvent, text: str, v
     a model, runs it in a loop that backwards) and nothing in it switches ``text`` to eval mode, itself or
     through a local helper."""
     calls = list(call.scope.calls())
+    if _training_switch_reaching(module, call.scope, call, text) is not None:
+        return True
     trains = any(other.method == "train" and other.receiver_key == text and _sets_train_mode(other) for other in calls) or (
         Tag.MODEL in value.tags and any(_trained_in_loop(other, calls) for other in calls if other.method is None and other.receiver_key == text)
     )
@@ -2374,12 +2381,39 @@ def _switched_to_eval(module: ModuleView, scope: ScopeAnalysis, forward: CallEve
     """The model is switched to eval mode in this file: under its own name, or, for a parameter, under the name
     every caller in this file passes for it (a helper each of whose callers calls ``.eval()`` first)."""
     if _switched_to_eval_named(module, forward.receiver_key):
-        return True
+        return _training_switch_reaching(module, scope, forward, forward.receiver_key) is None
     key = forward.receiver_key
     if scope.function is None or key is None or key not in scope.params:
         return False
     passed = [_passed_for(outer, scope.function, key) for outer in module.calls_of(scope.function)]
     return bool(passed) and all(found is not None and _switched_to_eval_named(module, found[1]) for found in passed)
+
+
+def _training_switch_reaching(module: ModuleView, scope: ScopeAnalysis, call: CallEvent, text: str | None) -> CallEvent | None:
+    """The ``text.train()`` that is the last mode switch of ``text`` before ``call`` in its function (or script):
+    it runs whenever the call does (no condition the call is not under) and, after it, nothing on the way to the
+    call switches ``text`` to eval mode, itself or through a helper, nor is handed ``text`` by a call of the
+    workspace that might. The mode at the call is then training, whatever ``.eval()`` the file calls elsewhere
+    (``model.eval()`` once at set-up, then ``model.train()`` every epoch before the test loop)."""
+    if text is None:
+        return None
+    calls = list(scope.calls()) if scope.function is not None else \
+        [other for other in module.all_calls() if other.scope.function is None and other.chunk is call.chunk]
+    where = call.chunk.line_of(call.node)
+    under = {id(condition.node) for condition in call.context.conditions}
+    key = text.rpartition(".")[2]
+    switch = None
+    for other in sorted((other for other in calls if other.chunk is call.chunk and other.chunk.line_of(other.node) < where),
+                        key=lambda other: other.chunk.line_of(other.node)):
+        if other.receiver_key == text and other.method == "train" and _sets_train_mode(other):
+            unconditional = all(id(condition.node) in under for condition in other.context.conditions)
+            switch = other if unconditional else None
+        elif (other.receiver_key == text and _sets_eval_mode(other)) \
+                or (other.function is not None and _helper_sets_eval_mode(other, key, scope.summary)):
+            switch = None
+        elif other.function is not None and any(dotted(arg.value) == text for arg in other.arg_nodes):
+            switch = None  # a helper of the workspace handed the model may switch it
+    return switch
 
 
 def _switched_name(call: CallEvent) -> str | None:
@@ -2487,6 +2521,168 @@ with torch.no_grad():
 
 
 MissingEvalMode.MUST_FIRE = (
+    Fires(  # a linear probe: the frozen backbone is put in eval mode once at set-up, then back in training mode every epoch
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        from backbones import build_backbone
+
+
+        def linear_probe(args, train_loader, test_loader):
+            backbone = build_backbone(args.arch)
+            backbone.load_state_dict(torch.load(args.pretrained, map_location="cpu"))
+            backbone = backbone.to(args.device)
+            backbone.eval()
+            classifier = nn.Linear(backbone.out_dim, args.num_classes).to(args.device)
+            optimizer = torch.optim.SGD(classifier.parameters(), lr=args.lr, momentum=0.9)
+            for epoch in range(args.epochs):
+                backbone.train()
+                classifier.train()
+                for images, labels in train_loader:
+                    with torch.no_grad():
+                        features = backbone(images.to(args.device))
+                    loss = F.cross_entropy(classifier(features), labels.to(args.device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                classifier.eval()
+                correct = 0
+                for images, labels in test_loader:
+                    with torch.no_grad():
+                        test_features = backbone(images.to(args.device))
+                        correct += (classifier(test_features).argmax(1) == labels.to(args.device)).sum().item()
+                print(f"epoch {epoch}: accuracy {correct / len(test_loader.dataset):.4f}")
+        """,
+        files={
+            "backbones.py": """
+            import torch.nn as nn
+
+
+            class SmallResNet(nn.Module):
+                out_dim = 128
+
+                def __init__(self):
+                    super().__init__()
+                    self.stem = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU())
+                    self.body = nn.Sequential(nn.Conv2d(64, 128, 3, stride=2, padding=1), nn.BatchNorm2d(128), nn.ReLU())
+                    self.pool = nn.AdaptiveAvgPool2d(1)
+
+                def forward(self, x):
+                    return self.pool(self.body(self.stem(x))).flatten(1)
+
+
+            def build_backbone(arch):
+                if arch == "small":
+                    return SmallResNet()
+                raise ValueError(arch)
+            """,
+        },
+        at="test_features = backbone(images.to(args.device))",
+    ),
+    Fires(  # a script's per-epoch validation after `model.train()`; its one `model.eval()` is for the final test, after the loop
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch.utils.data import DataLoader
+
+        from models import Net
+
+        train_loader = DataLoader(torch.load("train.pt"), batch_size=64, shuffle=True)
+        val_loader = DataLoader(torch.load("val.pt"), batch_size=256)
+        test_loader = DataLoader(torch.load("test.pt"), batch_size=256)
+        model = Net()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        for epoch in range(20):
+            model.train()
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                optimizer.step()
+            correct = 0
+            with torch.no_grad():
+                for x, y in val_loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+            print(f"epoch {epoch}: val acc {correct / len(val_loader.dataset):.3f}")
+
+        model.eval()
+        with torch.no_grad():
+            for x, y in test_loader:
+                print((model(x).argmax(1) == y).float().mean().item())
+        """,
+        files={
+            "models.py": """
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.features = nn.Sequential(nn.Conv2d(1, 32, 3), nn.BatchNorm2d(32), nn.ReLU(), nn.Flatten())
+                    self.head = nn.Sequential(nn.Dropout(0.5), nn.LazyLinear(10))
+
+                def forward(self, x):
+                    return self.head(self.features(x))
+            """,
+        },
+        at="correct += (model(x).argmax(1) == y).sum().item()",
+    ),
+    Fires(  # an evaluation helper, called by a script of another file every epoch after `model.train()`; its `.eval()` was for a check before training
+        """
+        import torch
+
+
+        @torch.no_grad()
+        def evaluate(model, loader, device):
+            losses = []
+            for x, y in loader:
+                losses.append(torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device)).item())
+            return sum(losses) / len(losses)
+        """,
+        files={
+            "main.py": """
+            import torch
+            import torch.nn.functional as F
+
+            from models import Net
+            from train import evaluate
+
+
+            def main(train_loader, val_loader, device="cuda", epochs=30):
+                model = Net().to(device)
+                model.eval()
+                print("initial val loss", evaluate(model, val_loader, device))
+                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                for epoch in range(epochs):
+                    model.train()
+                    for x, y in train_loader:
+                        loss = F.cross_entropy(model(x.to(device)), y.to(device))
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    print(epoch, "val loss", evaluate(model, val_loader, device))
+
+
+            if __name__ == "__main__":
+                main([], [])
+            """,
+            "models.py": """
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+        at="losses.append(torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device)).item())",
+    ),
     Fires(  # a script that trains nothing scores reviews with a model whose constructor loaded the trained weights
         # itself (`load_state_dict(torch.load(...))` in `__init__`): built in training mode, its dropout drops
         _SCORE_REVIEWS.format(switch=""),
@@ -5118,6 +5314,92 @@ MissingEvalMode.MUST_FIRE = (
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the backbone goes back to training mode only when it is fine-tuned; frozen, it stays in the eval mode set up front
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Net
+
+
+        def probe(train_loader, val_loader, epochs, tune_backbone=False):
+            model = Net()
+            model.eval()
+            head = torch.nn.Linear(10, 2)
+            opt = torch.optim.Adam(head.parameters())
+            for epoch in range(epochs):
+                if tune_backbone:
+                    model.train()
+                head.train()
+                for x, y in train_loader:
+                    with torch.no_grad():
+                        features = model(x)
+                    opt.zero_grad()
+                    F.cross_entropy(head(features), y).backward()
+                    opt.step()
+                head.eval()
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        print(F.cross_entropy(head(model(x)), y).item())
+        """,
+        files={
+            "models.py": """
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+    ),
+    Quiet(  # every epoch trains, then a helper of the file switches the model to eval mode before the validation loop
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Net
+
+
+        def set_eval(*nets):
+            for net in nets:
+                net.eval()
+
+
+        def run(train_loader, val_loader, epochs):
+            model = Net()
+            opt = torch.optim.Adam(model.parameters())
+            model.eval()
+            for epoch in range(epochs):
+                model.train()
+                for x, y in train_loader:
+                    opt.zero_grad()
+                    F.cross_entropy(model(x), y).backward()
+                    opt.step()
+                set_eval(model)
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        print(F.cross_entropy(model(x), y).item())
+        """,
+        files={
+            "models.py": """
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+    ),
     Quiet(  # a script's sample helper draws numpy noise into a Variable for the module-level generator it trains
         """
         import numpy as np
