@@ -2066,7 +2066,7 @@ def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExp
             return "drawn"
         if known in _MADE_BY_THE_PROGRAM:
             return "made"
-        if known in _KEEPS_VALUES and node.args:
+        if (known in _KEEPS_VALUES or _bound_to_keepers(module, scope, node.func)) and node.args:
             return _made_by_program(module, scope, node.args[0].value, depth, checked)
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOVES_VALUES:
             return _made_by_program(module, scope, node.func.value, depth, checked)
@@ -2077,10 +2077,26 @@ def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExp
     site = value.site if value is not None else None
     if site is not None and isinstance(site[1], cst.Call) and site[1] is not node:
         return _made_by_program(module, scope, site[1], depth, checked)
+    bound = [event.value_node for event in scope.events if isinstance(event, AssignEvent)
+             and event.targets == (dotted(node),) and isinstance(event.value_node, cst.Call)]
+    if len(bound) == 1:  # one binding the flow could not evaluate (a call of a name bound at the module level)
+        return _made_by_program(module, scope, bound[0], depth, checked)
     if isinstance(node, cst.Name) and scope.function is not None and node.value in scope.params and depth > 0:
         return _handed_by_every_caller(module, scope.function, node.value, depth - 1, checked)
     return None
 
+
+def _bound_to_keepers(module: ModuleView, scope: ScopeAnalysis, func: cst.BaseExpression) -> bool:
+    """A module-level name bound to one of two tensor types by a conditional (``Tensor = torch.cuda.FloatTensor if
+    cuda else torch.FloatTensor``): calling it keeps its argument's values as either would."""
+    if not isinstance(func, cst.Name) or scope.summary is None:
+        return False
+    bound = [statement.value for chunk in module.chunks if chunk.module is not None for line in chunk.module.body
+             if isinstance(line, cst.SimpleStatementLine) for statement in line.body
+             if isinstance(statement, cst.Assign) and any(dotted(target.target) == func.value for target in statement.targets)]
+    summary = scope.summary
+    return len(bound) == 1 and isinstance(bound[0], cst.IfExp) and all(
+        (raw := dotted(branch)) is not None and summary.canonical(raw) in _KEEPS_VALUES for branch in (bound[0].body, bound[0].orelse))
 
 def _handed_by_every_caller(module: ModuleView, function, parameter: str, depth: int, checked) -> str | None:
     """What every call of ``function`` in its file hands ``parameter`` (by ``_made_by_program``), or, for a
@@ -5409,13 +5425,15 @@ MissingEvalMode.MUST_NOT_FIRE = (
 
         from models import Discriminator, Generator
 
+        cuda = torch.cuda.is_available()
+        Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
         generator, discriminator = Generator(latent_dim=100), Discriminator()
         adversarial_loss = torch.nn.BCEWithLogitsLoss()
         optimizer_G = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.999))
 
 
         def sample_image(n_row, batches_done):
-            z = Variable(torch.FloatTensor(np.random.normal(0, 1, (n_row ** 2, 100))))
+            z = Variable(Tensor(np.random.normal(0, 1, (n_row ** 2, 100))))
             labels = torch.arange(n_row).repeat_interleave(n_row)
             gen_imgs = generator(z, labels)
             save_image(gen_imgs.data, "images/%d.png" % batches_done, nrow=n_row, normalize=True)
