@@ -2016,11 +2016,14 @@ _NOISE_DRAWS = frozenset({
     "numpy.random.standard_normal", "numpy.random.randint",
 })
 # torch's constructions of index tensors (the classes a conditional generator is asked for, `torch.arange(10)`)
-_MADE_BY_THE_PROGRAM = frozenset({"torch.arange", "torch.full", "torch.linspace", "torch.eye"})
+_MADE_BY_THE_PROGRAM = frozenset({
+    "torch.arange", "torch.full", "torch.linspace", "torch.eye", "torch.zeros", "torch.ones",
+    "numpy.arange", "numpy.linspace", "numpy.zeros", "numpy.ones",
+})
 # calls that turn their first argument into a tensor or variable and keep its values (`Variable(FloatTensor(draw))`)
 _KEEPS_VALUES = frozenset({
     "torch.autograd.Variable", "torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor",
-    "torch.FloatTensor", "torch.LongTensor", "torch.cuda.FloatTensor", "torch.cuda.LongTensor",
+    "torch.FloatTensor", "torch.LongTensor", "torch.cuda.FloatTensor", "torch.cuda.LongTensor", "numpy.array",
 })
 # tensor methods that move, cast, reshape or repeat a tensor's values
 _MOVES_VALUES = frozenset({
@@ -2052,12 +2055,12 @@ def _sampled_from_noise(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent)
 
 
 def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExpression, depth: int,
-                     checked=None) -> str | None:
+                     checked=None, hops: int = 16) -> str | None:
     """``"drawn"`` for a random draw, ``"made"`` for another tensor the program constructs, None for anything
     else (data, or what the analysis cannot follow). ``checked``, the checked file's summary, also reads the
     callers in other files of a function of that file."""
     summary = scope.summary
-    if summary is None:
+    if summary is None or hops == 0:
         return None
     if isinstance(node, cst.Call):
         raw = dotted(node.func)
@@ -2067,20 +2070,31 @@ def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExp
         if known in _MADE_BY_THE_PROGRAM:
             return "made"
         if (known in _KEEPS_VALUES or _bound_to_keepers(module, scope, node.func)) and node.args:
-            return _made_by_program(module, scope, node.args[0].value, depth, checked)
+            return _made_by_program(module, scope, node.args[0].value, depth, checked, hops - 1)
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOVES_VALUES:
-            return _made_by_program(module, scope, node.func.value, depth, checked)
+            return _made_by_program(module, scope, node.func.value, depth, checked, hops - 1)
         return None
+    if isinstance(node, cst.ListComp | cst.List):  # class labels written out, `[c for _ in range(n) for c in range(n)]`
+        loops, written = [], node.for_in if isinstance(node, cst.ListComp) else None
+        while written is not None:
+            loops.append(written.iter)
+            written = written.inner_for_in
+        numbers = isinstance(node, cst.List) and all(isinstance(element.value, cst.Integer) for element in node.elements)
+        ranges = bool(loops) and all(isinstance(loop, cst.Call) and dotted(loop.func) == "range" for loop in loops)
+        return "made" if numbers or ranges else None
     if not isinstance(node, cst.Name | cst.Attribute):
         return None
     value = scope.value_at(node)
     site = value.site if value is not None else None
     if site is not None and isinstance(site[1], cst.Call) and site[1] is not node:
-        return _made_by_program(module, scope, site[1], depth, checked)
-    bound = [event.value_node for event in scope.events if isinstance(event, AssignEvent)
-             and event.targets == (dotted(node),) and isinstance(event.value_node, cst.Call)]
-    if len(bound) == 1:  # one binding the flow could not evaluate (a call of a name bound at the module level)
-        return _made_by_program(module, scope, bound[0], depth, checked)
+        return _made_by_program(module, scope, site[1], depth, checked, hops - 1)
+    line = scope.chunk.line_of(node)
+    bound = [event for event in scope.events if isinstance(event, AssignEvent) and event.targets == (dotted(node),)
+             and event.value_node is not None and event.chunk is scope.chunk and event.chunk.line_of(event.node) < line]
+    if bound:  # the binding before it, which the flow could not evaluate (a call of a name bound at the module level)
+        last = max(bound, key=lambda event: event.chunk.line_of(event.node)).value_node
+        assert last is not None, "bindings without a value were left out above"
+        return _made_by_program(module, scope, last, depth, checked, hops - 1)
     if isinstance(node, cst.Name) and scope.function is not None and node.value in scope.params and depth > 0:
         return _handed_by_every_caller(module, scope.function, node.value, depth - 1, checked)
     return None
