@@ -2049,16 +2049,18 @@ def _sampled_from_noise(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent)
     iterated = {loop.node.target.value: loop.node.iter for loop in call.context.loops
                 if isinstance(loop.node, cst.For) and isinstance(loop.node.target, cst.Name)}
     kinds = [_made_by_program(ctx.module, scope, iterated.get(argument.value.value, argument.value)
-                              if isinstance(argument.value, cst.Name) else argument.value, 2, ctx.summary)
+                              if isinstance(argument.value, cst.Name) else argument.value, 2, ctx.summary, chunk=call.chunk)
              for argument in call.node.args]
     return all(kinds) and "drawn" in kinds
 
 
 def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExpression, depth: int,
-                     checked=None, hops: int = 16) -> str | None:
+                     checked=None, hops: int = 16, chunk=None) -> str | None:
     """``"drawn"`` for a random draw, ``"made"`` for another tensor the program constructs, None for anything
     else (data, or what the analysis cannot follow). ``checked``, the checked file's summary, also reads the
-    callers in other files of a function of that file."""
+    callers in other files of a function of that file. ``chunk``: the chunk ``node`` was parsed in (the scope's when
+    not given)."""
+    chunk = chunk or scope.chunk
     summary = scope.summary
     if summary is None or hops == 0:
         return None
@@ -2070,9 +2072,9 @@ def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExp
         if known in _MADE_BY_THE_PROGRAM:
             return "made"
         if (known in _KEEPS_VALUES or _bound_to_keepers(module, scope, node.func)) and node.args:
-            return _made_by_program(module, scope, node.args[0].value, depth, checked, hops - 1)
+            return _made_by_program(module, scope, node.args[0].value, depth, checked, hops - 1, chunk)
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOVES_VALUES:
-            return _made_by_program(module, scope, node.func.value, depth, checked, hops - 1)
+            return _made_by_program(module, scope, node.func.value, depth, checked, hops - 1, chunk)
         return None
     if isinstance(node, cst.ListComp | cst.List):  # class labels written out, `[c for _ in range(n) for c in range(n)]`
         loops, written = [], node.for_in if isinstance(node, cst.ListComp) else None
@@ -2087,14 +2089,14 @@ def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExp
     value = scope.value_at(node)
     site = value.site if value is not None else None
     if site is not None and isinstance(site[1], cst.Call) and site[1] is not node:
-        return _made_by_program(module, scope, site[1], depth, checked, hops - 1)
-    line = scope.chunk.line_of(node)
+        return _made_by_program(module, scope, site[1], depth, checked, hops - 1, site[0])
+    line = chunk.line_of(node)
     bound = [event for event in scope.events if isinstance(event, AssignEvent) and event.targets == (dotted(node),)
-             and event.value_node is not None and event.chunk is scope.chunk and event.chunk.line_of(event.node) < line]
+             and event.value_node is not None and event.chunk is chunk and chunk.line_of(event.node) < line]
     if bound:  # the binding before it, which the flow could not evaluate (a call of a name bound at the module level)
         last = max(bound, key=lambda event: event.chunk.line_of(event.node)).value_node
         assert last is not None, "bindings without a value were left out above"
-        return _made_by_program(module, scope, last, depth, checked, hops - 1)
+        return _made_by_program(module, scope, last, depth, checked, hops - 1, chunk)
     if isinstance(node, cst.Name) and scope.function is not None and node.value in scope.params and depth > 0:
         return _handed_by_every_caller(module, scope.function, node.value, depth - 1, checked)
     return None
@@ -2122,7 +2124,7 @@ def _handed_by_every_caller(module: ModuleView, function, parameter: str, depth:
     kinds = set()
     for home, call in calls:
         argument = _argument_node(call, function, parameter)
-        kind = _made_by_program(home, call.scope, argument, depth) if argument is not None else None
+        kind = _made_by_program(home, call.scope, argument, depth, chunk=call.chunk) if argument is not None else None
         if kind is None:
             return None
         kinds.add(kind)
