@@ -79,6 +79,14 @@ sets, is a note that names the part. A model of unknown kind whose dropout a fun
 `disable_dropout_in_model`, or the project's own that sets `p = 0` on each `Dropout` of its `modules()`) gets no note:
 no layer of it is known to behave differently in the two modes.
 
+The mode at a pass is the last switch that reaches it: a `model.train()` that runs whenever the pass does, with no
+`.eval()` after it on the way (nor a helper that switches, nor a workspace call handed the model), leaves the pass in
+training mode whatever `.eval()` the file calls elsewhere (a frozen backbone set to eval once at set-up, then to train
+every epoch before its test loop). A generator sampled from noise is not an evaluation: every input of the forward made
+by the program (random draws, index tensors, through names, wrappers, loop pieces and helpers' parameters every caller
+hands one), at least one drawn. Its batch-norm normalises the sample batch as training does, and no held-out data
+reaches its running statistics; a generator handed held-out data (a validation batch inpainted) is scored on data.
+
 How to fix: call `model.eval()` before the evaluation loop and `model.train()` before training
 resumes. Models without dropout or batch-norm layers behave the same in both modes, so they are
 not reported.
@@ -2469,7 +2477,8 @@ _MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", 
 
 
 def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
-    """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module."""
+    """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module (where the
+    pass is known, ``_training_switch_reaching`` says whether a later `.train()` undoes it)."""
     key = (name or "").rpartition(".")[2]
     for call in module.all_calls():
         receiver = (_switched_name(call) or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
