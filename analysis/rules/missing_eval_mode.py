@@ -79,6 +79,14 @@ sets, is a note that names the part. A model of unknown kind whose dropout a fun
 `disable_dropout_in_model`, or the project's own that sets `p = 0` on each `Dropout` of its `modules()`) gets no note:
 no layer of it is known to behave differently in the two modes.
 
+The mode at a pass is the last switch that reaches it: a `model.train()` that runs whenever the pass does, with no
+`.eval()` after it on the way (nor a helper that switches, nor a workspace call handed the model), leaves the pass in
+training mode whatever `.eval()` the file calls elsewhere (a frozen backbone set to eval once at set-up, then to train
+every epoch before its test loop). A generator sampled from noise is not an evaluation: every input of the forward made
+by the program (random draws, index tensors, through names, wrappers, loop pieces and helpers' parameters every caller
+hands one), at least one drawn. Its batch-norm normalises the sample batch as training does, and no held-out data
+reaches its running statistics; a generator handed held-out data (a validation batch inpainted) is scored on data.
+
 How to fix: call `model.eval()` before the evaluation loop and `model.train()` before training
 resumes. Models without dropout or batch-norm layers behave the same in both modes, so they are
 not reported.
@@ -251,7 +259,7 @@ class MissingEvalMode(Rule):
                 continue
             value, text = passed
             layers = _layers_of(ctx.summary, value, ctx.module)
-            if layers is None or _switched_to_eval_named(ctx.module, text):
+            if layers is None or _switched_to_eval_named(ctx.module, text) and _training_switch_reaching(ctx.module, scope, call, text) is None:
                 continue
             if text is not None and not _in_training_step(call) and _trains_and_keeps_training(ctx.module, call, text, value):
                 continue  # handed over straight from training: reported on the pass itself (_check_handed_from_training)
@@ -287,7 +295,7 @@ class MissingEvalMode(Rule):
         if any(is_backward(call) or is_optimizer_step(call) for call in calls):
             return  # it trains: not an inference pass
         for key, forward in _forwards_on_parameters(scope, models_only=False).items():
-            why = None if _rebound(scope, key) else _inference_pass(ctx, scope, forward)
+            why = None if _rebound(scope, key) or _sampled_from_noise(ctx, scope, forward) else _inference_pass(ctx, scope, forward)
             if why is None or any(call.function is not None and _helper_sets_eval_mode(call, key, ctx.summary) for call in calls):
                 continue  # not an inference pass, or a local helper switches it (`with inference_context(model):`)
             # the callers in this file, then (the file's own pass being known) those of the workspace's other files
@@ -938,12 +946,17 @@ class MissingEvalMode(Rule):
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
+        switch = _training_switch_reaching(ctx.module, scope, call, call.receiver_key)
+        mode = f"`{key}.train()` on line {switch.chunk.line_of(switch.node)} is the last mode switch before it" \
+            if switch is not None else f"nothing in this file calls `{key}.eval()`"
         ctx.report(
             call.node,
-            f"`{key}` runs an evaluation pass in training mode: nothing in this file calls `{key}.eval()`, and it has "
+            f"`{key}` runs an evaluation pass in training mode: {mode}, and it has "
             f"dropout or batch-norm layers, so the scores are computed with dropout on and batch-norm updating its "
             f"statistics on evaluation data",
             evidence=[why, layers, ((scope.chunk, call.node), "the forward of the evaluation pass"), *(
+                [((switch.chunk, switch.node), "switches to training mode; no `.eval()` follows before the pass")]
+                if switch is not None else []), *(
                 [((scope.chunk, _first_statement(scope.function.node)), f"where the pass starts, `{key}` in the mode its caller left")]
                 if scope.function is not None and key in scope.params else [])],
             help=f"call `{key}.eval()` before evaluating and `{key}.train()` before training again",
@@ -1670,6 +1683,8 @@ def _trains_and_keeps_training(module: ModuleView, call: CallEvent, text: str, v
     a model, runs it in a loop that backwards) and nothing in it switches ``text`` to eval mode, itself or
     through a local helper."""
     calls = list(call.scope.calls())
+    if _training_switch_reaching(module, call.scope, call, text) is not None:
+        return True
     trains = any(other.method == "train" and other.receiver_key == text and _sets_train_mode(other) for other in calls) or (
         Tag.MODEL in value.tags and any(_trained_in_loop(other, calls) for other in calls if other.method is None and other.receiver_key == text)
     )
@@ -1906,6 +1921,8 @@ def _trains(scope: ScopeAnalysis) -> bool:
 
 def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     module = ctx.module
+    if _sampled_from_noise(ctx, scope, call):
+        return None
     function = scope.function
     if function is not None and _runs_what_it_is_handed(ctx, function, call):
         why = _inference_pass(ctx, scope, call)
@@ -1945,7 +1962,7 @@ def _periodic_scoring(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         if any(is_backward(other) or is_optimizer_step(other) for other in inside):
             return None
         trained = _trained_in(scope, loop, key, backwarded, call)
-        if trained is None or _sampled_from_noise(scope, call):
+        if trained is None:
             return None
         return ((scope.chunk, periodic.node), (
             f"runs `{key}` every N steps of the loop that trains it ({trained}), and no backward runs through this "
@@ -1961,7 +1978,7 @@ def _scored_after_training(module: ModuleView, scope: ScopeAnalysis, call: CallE
     scored (a test batch, ``next(iter(test_loader))``), in the mode the training loop left, training. Whatever the
     data is called: grad off and the training behind it say so."""
     key = call.receiver_key
-    if key is None or call.context.grad_off is None or _sampled_from_noise(scope, call):
+    if key is None or call.context.grad_off is None:
         return None
     if any(call.node in roots for roots in _backwarded(scope)):
         return None
@@ -2000,26 +2017,138 @@ def _backwarded(scope: ScopeAnalysis) -> list[frozenset]:
     return [backward_target(other).roots for other in scope.calls() if is_backward(other)]
 
 
-# torch's draws of random tensors, whose result a generator's forward takes as its whole input
-_NOISE_DRAWS = frozenset({"torch.randn", "torch.rand", "torch.randn_like", "torch.rand_like", "torch.normal"})
+# torch's and numpy's draws of random numbers: a generator's latent input, made by the program, not read from data
+_NOISE_DRAWS = frozenset({
+    "torch.randn", "torch.rand", "torch.randn_like", "torch.rand_like", "torch.normal", "torch.randint",
+    "numpy.random.normal", "numpy.random.randn", "numpy.random.rand", "numpy.random.uniform",
+    "numpy.random.standard_normal", "numpy.random.randint",
+})
+# torch's constructions of index tensors (the classes a conditional generator is asked for, `torch.arange(10)`)
+_MADE_BY_THE_PROGRAM = frozenset({
+    "torch.arange", "torch.full", "torch.linspace", "torch.eye", "torch.zeros", "torch.ones",
+    "numpy.arange", "numpy.linspace", "numpy.zeros", "numpy.ones",
+})
+# calls that turn their first argument into a tensor or variable and keep its values (`Variable(FloatTensor(draw))`)
+_KEEPS_VALUES = frozenset({
+    "torch.autograd.Variable", "torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor",
+    "torch.FloatTensor", "torch.LongTensor", "torch.cuda.FloatTensor", "torch.cuda.LongTensor", "numpy.array",
+})
+# tensor methods that move, cast, reshape or repeat a tensor's values
+_MOVES_VALUES = frozenset({
+    "to", "cuda", "float", "half", "long", "type", "view", "reshape", "unsqueeze", "expand", "repeat",
+    "repeat_interleave", "detach", "requires_grad_", "type_as", "split", "chunk", "unbind",
+})
 
 
-def _sampled_from_noise(scope: ScopeAnalysis, call: CallEvent) -> bool:
-    """Every input of the forward is a random draw (``torch.randn(...)``, or a name or attribute bound to one): a
-    generator sampled on noise, not a model scored on data. Its batch-norm normalises the noise batch as it does
-    in training, and whether a sample grid uses batch or running statistics is the project's choice
+def _sampled_from_noise(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> bool:
+    """Every input of the forward is made by the program, at least one a random draw (``torch.randn(...)``,
+    ``Variable(FloatTensor(np.random.normal(...)))``, class labels from ``torch.arange``), directly, through
+    names and attributes bound to one, or through the parameters of helpers whose every caller hands one
+    (``save_grid(generator, fixed_noise, path)``): a generator sampled on noise, not a model scored on data.
+    In training mode its batch-norm normalises the sample batch by its own statistics, as every training step
+    does to the batch the discriminator sees, and the running averages it updates take one more batch drawn
+    from the same prior the training steps draw from: no held-out data reaches the model's state and nothing is
+    scored, so neither harm of this rule happens. Which statistics a sample grid shows is the project's choice
     (pytorch/examples' DCGAN samples `netG` in training mode; its maintainers kept batch statistics there,
-    pytorch/examples#119), so there is no evaluation data to speak of and nothing to report."""
+    pytorch/examples#119). A generator handed held-out data (an inpainting or translation of a validation
+    batch) is scored on data and stays reported."""
     if not call.node.args or scope.summary is None:
         return False
-    for argument in call.node.args:
-        value = scope.value_at(argument.value)
-        site = value.site if value is not None else None
-        drawn = site[1] if site is not None else None
-        raw = dotted(drawn.func) if isinstance(drawn, cst.Call) else None
-        if raw is None or scope.summary.canonical(raw) not in _NOISE_DRAWS:
-            return False
-    return True
+    iterated = {loop.node.target.value: loop.node.iter for loop in call.context.loops
+                if isinstance(loop.node, cst.For) and isinstance(loop.node.target, cst.Name)}
+    kinds = [_made_by_program(ctx.module, scope, iterated.get(argument.value.value, argument.value)
+                              if isinstance(argument.value, cst.Name) else argument.value, 2, ctx.summary, chunk=call.chunk)
+             for argument in call.node.args]
+    return all(kinds) and "drawn" in kinds
+
+
+def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExpression, depth: int,
+                     checked=None, hops: int = 16, chunk=None) -> str | None:
+    """``"drawn"`` for a random draw, ``"made"`` for another tensor the program constructs, None for anything
+    else (data, or what the analysis cannot follow). ``checked``, the checked file's summary, also reads the
+    callers in other files of a function of that file. ``chunk``: the chunk ``node`` was parsed in (the scope's when
+    not given)."""
+    chunk = chunk or scope.chunk
+    summary = scope.summary
+    if summary is None or hops == 0:
+        return None
+    if isinstance(node, cst.Call):
+        raw = dotted(node.func)
+        known = summary.canonical(raw) if raw is not None else None
+        if known in _NOISE_DRAWS:
+            return "drawn"
+        if known in _MADE_BY_THE_PROGRAM:
+            return "made"
+        if (known in _KEEPS_VALUES or _bound_to_keepers(module, scope, node.func)) and node.args:
+            return _made_by_program(module, scope, node.args[0].value, depth, checked, hops - 1, chunk)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOVES_VALUES:
+            return _made_by_program(module, scope, node.func.value, depth, checked, hops - 1, chunk)
+        return None
+    if isinstance(node, cst.ListComp | cst.List):  # class labels written out, `[c for _ in range(n) for c in range(n)]`
+        loops, written = [], node.for_in if isinstance(node, cst.ListComp) else None
+        while written is not None:
+            loops.append(written.iter)
+            written = written.inner_for_in
+        numbers = isinstance(node, cst.List) and all(isinstance(element.value, cst.Integer) for element in node.elements)
+        ranges = bool(loops) and all(isinstance(loop, cst.Call) and dotted(loop.func) == "range" for loop in loops)
+        return "made" if numbers or ranges else None
+    if not isinstance(node, cst.Name | cst.Attribute):
+        return None
+    value = scope.value_at(node)
+    site = value.site if value is not None else None
+    if site is not None and isinstance(site[1], cst.Call) and site[1] is not node:
+        return _made_by_program(module, scope, site[1], depth, checked, hops - 1, site[0])
+    line = chunk.line_of(node)
+    bound = [event for event in scope.events if isinstance(event, AssignEvent) and event.targets == (dotted(node),)
+             and event.value_node is not None and event.chunk is chunk and chunk.line_of(event.node) < line]
+    if bound:  # the binding before it, which the flow could not evaluate (a call of a name bound at the module level)
+        last = max(bound, key=lambda event: event.chunk.line_of(event.node)).value_node
+        assert last is not None, "bindings without a value were left out above"
+        return _made_by_program(module, scope, last, depth, checked, hops - 1, chunk)
+    if isinstance(node, cst.Name) and scope.function is not None and node.value in scope.params and depth > 0:
+        return _handed_by_every_caller(module, scope.function, node.value, depth - 1, checked)
+    return None
+
+
+def _bound_to_keepers(module: ModuleView, scope: ScopeAnalysis, func: cst.BaseExpression) -> bool:
+    """A module-level name bound to one of two tensor types by a conditional (``Tensor = torch.cuda.FloatTensor if
+    cuda else torch.FloatTensor``): calling it keeps its argument's values as either would."""
+    if not isinstance(func, cst.Name) or scope.summary is None:
+        return False
+    bound = [statement.value for chunk in module.chunks if chunk.module is not None for line in chunk.module.body
+             if isinstance(line, cst.SimpleStatementLine) for statement in line.body
+             if isinstance(statement, cst.Assign) and any(dotted(target.target) == func.value for target in statement.targets)]
+    summary = scope.summary
+    return len(bound) == 1 and isinstance(bound[0], cst.IfExp) and all(
+        (raw := dotted(branch)) is not None and summary.canonical(raw) in _KEEPS_VALUES for branch in (bound[0].body, bound[0].orelse))
+
+def _handed_by_every_caller(module: ModuleView, function, parameter: str, depth: int, checked) -> str | None:
+    """What every call of ``function`` in its file hands ``parameter`` (by ``_made_by_program``), or, for a
+    function of the checked file that its file never calls, every call in the workspace's other files; None
+    when there is no such call or one hands something else."""
+    calls = [(module, call) for call in module.calls_of(function)]
+    if not calls and checked is not None:
+        calls = callers_elsewhere(checked, function, lambda other, call: (other, call))
+    kinds = set()
+    for home, call in calls:
+        argument = _argument_node(call, function, parameter)
+        kind = _made_by_program(home, call.scope, argument, depth, chunk=call.chunk) if argument is not None else None
+        if kind is None:
+            return None
+        kinds.add(kind)
+    return "drawn" if "drawn" in kinds else ("made" if kinds else None)
+
+
+def _argument_node(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
+    """The expression a call hands one parameter of the function it runs."""
+    argument = call.keyword(parameter)
+    if argument is not None:
+        return argument.value
+    params = function.positional_parameters
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    if parameter in params and params.index(parameter) < len(positional):
+        return positional[params.index(parameter)].value
+    return None
 
 
 def _trained_in(scope: ScopeAnalysis, loop, key: str, backwarded: list[frozenset], scoring: CallEvent) -> str | None:
@@ -2292,12 +2421,39 @@ def _switched_to_eval(module: ModuleView, scope: ScopeAnalysis, forward: CallEve
     """The model is switched to eval mode in this file: under its own name, or, for a parameter, under the name
     every caller in this file passes for it (a helper each of whose callers calls ``.eval()`` first)."""
     if _switched_to_eval_named(module, forward.receiver_key):
-        return True
+        return _training_switch_reaching(module, scope, forward, forward.receiver_key) is None
     key = forward.receiver_key
     if scope.function is None or key is None or key not in scope.params:
         return False
     passed = [_passed_for(outer, scope.function, key) for outer in module.calls_of(scope.function)]
     return bool(passed) and all(found is not None and _switched_to_eval_named(module, found[1]) for found in passed)
+
+
+def _training_switch_reaching(module: ModuleView, scope: ScopeAnalysis, call: CallEvent, text: str | None) -> CallEvent | None:
+    """The ``text.train()`` that is the last mode switch of ``text`` before ``call`` in its function (or script):
+    it runs whenever the call does (no condition the call is not under) and, after it, nothing on the way to the
+    call switches ``text`` to eval mode, itself or through a helper, nor is handed ``text`` by a call of the
+    workspace that might. The mode at the call is then training, whatever ``.eval()`` the file calls elsewhere
+    (``model.eval()`` once at set-up, then ``model.train()`` every epoch before the test loop)."""
+    if text is None:
+        return None
+    calls = list(scope.calls()) if scope.function is not None else \
+        [other for other in module.all_calls() if other.scope.function is None and other.chunk is call.chunk]
+    where = call.chunk.line_of(call.node)
+    under = {id(condition.node) for condition in call.context.conditions}
+    key = text.rpartition(".")[2]
+    switch = None
+    for other in sorted((other for other in calls if other.chunk is call.chunk and other.chunk.line_of(other.node) < where),
+                        key=lambda other: other.chunk.line_of(other.node)):
+        if other.receiver_key == text and other.method == "train" and _sets_train_mode(other):
+            unconditional = all(id(condition.node) in under for condition in other.context.conditions)
+            switch = other if unconditional else None
+        elif (other.receiver_key == text and _sets_eval_mode(other)) \
+                or (other.function is not None and _helper_sets_eval_mode(other, key, scope.summary)):
+            switch = None
+        elif other.function is not None and any(dotted(arg.value) == text for arg in other.arg_nodes):
+            switch = None  # a helper of the workspace handed the model may switch it
+    return switch
 
 
 def _switched_name(call: CallEvent) -> str | None:
@@ -2321,7 +2477,8 @@ _MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", 
 
 
 def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
-    """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module."""
+    """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module (where the
+    pass is known, ``_training_switch_reaching`` says whether a later `.train()` undoes it)."""
     key = (name or "").rpartition(".")[2]
     for call in module.all_calls():
         receiver = (_switched_name(call) or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
@@ -2405,6 +2562,168 @@ with torch.no_grad():
 
 
 MissingEvalMode.MUST_FIRE = (
+    Fires(  # a linear probe: the frozen backbone is put in eval mode once at set-up, then back in training mode every epoch
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        from backbones import build_backbone
+
+
+        def linear_probe(args, train_loader, test_loader):
+            backbone = build_backbone(args.arch)
+            backbone.load_state_dict(torch.load(args.pretrained, map_location="cpu"))
+            backbone = backbone.to(args.device)
+            backbone.eval()
+            classifier = nn.Linear(backbone.out_dim, args.num_classes).to(args.device)
+            optimizer = torch.optim.SGD(classifier.parameters(), lr=args.lr, momentum=0.9)
+            for epoch in range(args.epochs):
+                backbone.train()
+                classifier.train()
+                for images, labels in train_loader:
+                    with torch.no_grad():
+                        features = backbone(images.to(args.device))
+                    loss = F.cross_entropy(classifier(features), labels.to(args.device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                classifier.eval()
+                correct = 0
+                for images, labels in test_loader:
+                    with torch.no_grad():
+                        test_features = backbone(images.to(args.device))
+                        correct += (classifier(test_features).argmax(1) == labels.to(args.device)).sum().item()
+                print(f"epoch {epoch}: accuracy {correct / len(test_loader.dataset):.4f}")
+        """,
+        files={
+            "backbones.py": """
+            import torch.nn as nn
+
+
+            class SmallResNet(nn.Module):
+                out_dim = 128
+
+                def __init__(self):
+                    super().__init__()
+                    self.stem = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU())
+                    self.body = nn.Sequential(nn.Conv2d(64, 128, 3, stride=2, padding=1), nn.BatchNorm2d(128), nn.ReLU())
+                    self.pool = nn.AdaptiveAvgPool2d(1)
+
+                def forward(self, x):
+                    return self.pool(self.body(self.stem(x))).flatten(1)
+
+
+            def build_backbone(arch):
+                if arch == "small":
+                    return SmallResNet()
+                raise ValueError(arch)
+            """,
+        },
+        at="test_features = backbone(images.to(args.device))",
+    ),
+    Fires(  # a script's per-epoch validation after `model.train()`; its one `model.eval()` is for the final test, after the loop
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch.utils.data import DataLoader
+
+        from models import Net
+
+        train_loader = DataLoader(torch.load("train.pt"), batch_size=64, shuffle=True)
+        val_loader = DataLoader(torch.load("val.pt"), batch_size=256)
+        test_loader = DataLoader(torch.load("test.pt"), batch_size=256)
+        model = Net()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        for epoch in range(20):
+            model.train()
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                optimizer.step()
+            correct = 0
+            with torch.no_grad():
+                for x, y in val_loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+            print(f"epoch {epoch}: val acc {correct / len(val_loader.dataset):.3f}")
+
+        model.eval()
+        with torch.no_grad():
+            for x, y in test_loader:
+                print((model(x).argmax(1) == y).float().mean().item())
+        """,
+        files={
+            "models.py": """
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.features = nn.Sequential(nn.Conv2d(1, 32, 3), nn.BatchNorm2d(32), nn.ReLU(), nn.Flatten())
+                    self.head = nn.Sequential(nn.Dropout(0.5), nn.LazyLinear(10))
+
+                def forward(self, x):
+                    return self.head(self.features(x))
+            """,
+        },
+        at="correct += (model(x).argmax(1) == y).sum().item()",
+    ),
+    Fires(  # an evaluation helper, called by a script of another file every epoch after `model.train()`; its `.eval()` was for a check before training
+        """
+        import torch
+
+
+        @torch.no_grad()
+        def evaluate(model, loader, device):
+            losses = []
+            for x, y in loader:
+                losses.append(torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device)).item())
+            return sum(losses) / len(losses)
+        """,
+        files={
+            "main.py": """
+            import torch
+            import torch.nn.functional as F
+
+            from models import Net
+            from train import evaluate
+
+
+            def main(train_loader, val_loader, device="cuda", epochs=30):
+                model = Net().to(device)
+                model.eval()
+                print("initial val loss", evaluate(model, val_loader, device))
+                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                for epoch in range(epochs):
+                    model.train()
+                    for x, y in train_loader:
+                        loss = F.cross_entropy(model(x.to(device)), y.to(device))
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    print(epoch, "val loss", evaluate(model, val_loader, device))
+
+
+            if __name__ == "__main__":
+                main([], [])
+            """,
+            "models.py": """
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+        at="losses.append(torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device)).item())",
+    ),
     Fires(  # a script that trains nothing scores reviews with a model whose constructor loaded the trained weights
         # itself (`load_state_dict(torch.load(...))` in `__init__`): built in training mode, its dropout drops
         _SCORE_REVIEWS.format(switch=""),
@@ -3182,47 +3501,44 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="logits, _ = self.model(src_ids)",
     ),
-    Fires(  # a sample grid from the generator after each epoch: a helper that trains nothing and saves pictures, not named for evaluation
+    Fires(  # an inpainting of a validation batch after each epoch: a helper that trains nothing and saves pictures, not named for evaluation
         """
         import torch
         import torch.nn as nn
+        import torch.nn.functional as F
         from torchvision.utils import save_image
 
 
-        class Generator(nn.Module):
-            def __init__(self, latent=100):
+        class ContextEncoder(nn.Module):
+            def __init__(self, width=64):
                 super().__init__()
                 self.net = nn.Sequential(
-                    nn.ConvTranspose2d(latent, 128, 4, 1, 0), nn.BatchNorm2d(128), nn.ReLU(),
-                    nn.ConvTranspose2d(128, 3, 4, 2, 1), nn.Tanh(),
+                    nn.Conv2d(3, width, 4, 2, 1), nn.BatchNorm2d(width), nn.LeakyReLU(0.2),
+                    nn.ConvTranspose2d(width, 3, 4, 2, 1), nn.Tanh(),
                 )
 
-            def forward(self, z):
-                return self.net(z)
+            def forward(self, masked):
+                return self.net(masked)
 
 
-        def save_grid(generator, noise, path):
+        def save_inpainting(generator, val_loader, path):
+            masked, target = next(iter(val_loader))
             with torch.no_grad():
-                images = generator(noise)
-            save_image(images * 0.5 + 0.5, path, nrow=8)
+                filled = generator(masked)
+            save_image(torch.cat([masked, filled, target]) * 0.5 + 0.5, path, nrow=8)
 
 
-        def train_gan(generator, discriminator, loader, g_opt, d_opt, epochs, fixed_noise):
-            criterion = nn.BCEWithLogitsLoss()
+        def train(generator, loader, val_loader, optimizer, epochs):
             for epoch in range(epochs):
                 generator.train()
-                for real in loader:
-                    fake = generator(torch.randn(real.size(0), 100, 1, 1))
-                    g_loss = criterion(discriminator(fake), torch.ones(real.size(0), 1))
-                    g_opt.zero_grad()
-                    g_loss.backward()
-                    g_opt.step()
-                save_grid(generator, fixed_noise, f"samples/{epoch:03d}.png")
-
-
-        train_gan(Generator(), None, None, None, None, 10, torch.randn(64, 100, 1, 1))
+                for masked, target in loader:
+                    loss = F.mse_loss(generator(masked), target)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                save_inpainting(generator, val_loader, f"samples/{epoch:03d}.png")
         """,
-        at="images = generator(noise)",
+        at="filled = generator(masked)",
     ),
     Fires(  # image features for a metric from a torchvision network built in training mode, in a helper of its own
         """
@@ -5039,6 +5355,259 @@ MissingEvalMode.MUST_FIRE = (
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the backbone goes back to training mode only when it is fine-tuned; frozen, it stays in the eval mode set up front
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Net
+
+
+        def probe(train_loader, val_loader, epochs, tune_backbone=False):
+            model = Net()
+            model.eval()
+            head = torch.nn.Linear(10, 2)
+            opt = torch.optim.Adam(head.parameters())
+            for epoch in range(epochs):
+                if tune_backbone:
+                    model.train()
+                head.train()
+                for x, y in train_loader:
+                    with torch.no_grad():
+                        features = model(x)
+                    opt.zero_grad()
+                    F.cross_entropy(head(features), y).backward()
+                    opt.step()
+                head.eval()
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        print(F.cross_entropy(head(model(x)), y).item())
+        """,
+        files={
+            "models.py": """
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+    ),
+    Quiet(  # every epoch trains, then a helper of the file switches the model to eval mode before the validation loop
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Net
+
+
+        def set_eval(*nets):
+            for net in nets:
+                net.eval()
+
+
+        def run(train_loader, val_loader, epochs):
+            model = Net()
+            opt = torch.optim.Adam(model.parameters())
+            model.eval()
+            for epoch in range(epochs):
+                model.train()
+                for x, y in train_loader:
+                    opt.zero_grad()
+                    F.cross_entropy(model(x), y).backward()
+                    opt.step()
+                set_eval(model)
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        print(F.cross_entropy(model(x), y).item())
+        """,
+        files={
+            "models.py": """
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+    ),
+    Quiet(  # a script's sample helper draws numpy noise into a Variable for the module-level generator it trains
+        """
+        import numpy as np
+        import torch
+        from torch.autograd import Variable
+        from torchvision.utils import save_image
+
+        from models import Discriminator, Generator
+
+        cuda = torch.cuda.is_available()
+        Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+        generator, discriminator = Generator(latent_dim=100), Discriminator()
+        adversarial_loss = torch.nn.BCEWithLogitsLoss()
+        optimizer_G = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+
+
+        def sample_image(n_row, batches_done):
+            z = Variable(Tensor(np.random.normal(0, 1, (n_row ** 2, 100))))
+            labels = torch.arange(n_row).repeat_interleave(n_row)
+            gen_imgs = generator(z, labels)
+            save_image(gen_imgs.data, "images/%d.png" % batches_done, nrow=n_row, normalize=True)
+
+
+        loader = torch.utils.data.DataLoader(torch.load("digits.pt"), batch_size=64, shuffle=True)
+        for epoch in range(200):
+            for i, (imgs, labels) in enumerate(loader):
+                optimizer_G.zero_grad()
+                z = torch.randn(imgs.size(0), 100)
+                g_loss = adversarial_loss(discriminator(generator(z, labels), labels), torch.ones(imgs.size(0), 1))
+                g_loss.backward()
+                optimizer_G.step()
+                batches_done = epoch * len(loader) + i
+                if batches_done % 400 == 0:
+                    sample_image(n_row=10, batches_done=batches_done)
+        """,
+        files={
+            "models.py": """
+            import torch
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, latent_dim, classes=10):
+                    super().__init__()
+                    self.label_emb = nn.Embedding(classes, classes)
+                    self.model = nn.Sequential(
+                        nn.Linear(latent_dim + classes, 256), nn.BatchNorm1d(256, 0.8), nn.LeakyReLU(0.2),
+                        nn.Linear(256, 784), nn.Tanh(),
+                    )
+
+                def forward(self, noise, labels):
+                    return self.model(torch.cat((self.label_emb(labels), noise), -1))
+
+
+            class Discriminator(nn.Module):
+                def __init__(self, classes=10):
+                    super().__init__()
+                    self.label_emb = nn.Embedding(classes, classes)
+                    self.model = nn.Sequential(nn.Linear(784 + classes, 256), nn.LeakyReLU(0.2), nn.Linear(256, 1))
+
+                def forward(self, img, labels):
+                    return self.model(torch.cat((img.view(img.size(0), -1), self.label_emb(labels)), -1))
+            """,
+        },
+    ),
+    Quiet(  # a sampling helper of another file, handed fixed latents by the training script, runs them chunk by chunk
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from nets import Discriminator, Generator
+        from sampling import write_samples
+
+
+        def main(loader, epochs=10):
+            netG, netD = Generator(), Discriminator()
+            opt = torch.optim.Adam(netG.parameters(), lr=2e-4)
+            latents = torch.randn(64, 100, 1, 1)
+            for epoch in range(epochs):
+                netG.train()
+                for real in loader:
+                    loss = F.softplus(-netD(netG(torch.randn(real.size(0), 100, 1, 1)))).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                write_samples(netG, latents, f"samples/{epoch}.png")
+        """,
+        files={
+            "sampling.py": """
+            import torch
+            from torchvision.utils import save_image
+
+
+            def write_samples(net, latents, path):
+                images = []
+                with torch.no_grad():
+                    for chunk in latents.split(16):
+                        images.append(net(chunk))
+                save_image(torch.cat(images), path, normalize=True)
+            """,
+            "nets.py": """
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, latent=100, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.ConvTranspose2d(latent, width, 4, 1, 0), nn.BatchNorm2d(width), nn.ReLU(True),
+                        nn.ConvTranspose2d(width, 3, 4, 2, 1), nn.Tanh(),
+                    )
+
+                def forward(self, z):
+                    return self.main(z)
+
+
+            class Discriminator(nn.Module):
+                def __init__(self, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(nn.Conv2d(3, width, 4, 2, 1), nn.LeakyReLU(0.2), nn.Flatten(), nn.LazyLinear(1))
+
+                def forward(self, x):
+                    return self.main(x)
+            """,
+        },
+    ),
+    Quiet(  # a sample grid drawn from noise after each epoch, through a helper handed the training loop's fixed noise: batch statistics of the prior training draws from, nothing scored
+        """
+        import torch
+        import torch.nn as nn
+        from torchvision.utils import save_image
+
+
+        class Generator(nn.Module):
+            def __init__(self, latent=100):
+                super().__init__()
+                self.net = nn.Sequential(
+                    nn.ConvTranspose2d(latent, 128, 4, 1, 0), nn.BatchNorm2d(128), nn.ReLU(),
+                    nn.ConvTranspose2d(128, 3, 4, 2, 1), nn.Tanh(),
+                )
+
+            def forward(self, z):
+                return self.net(z)
+
+
+        def save_grid(generator, noise, path):
+            with torch.no_grad():
+                images = generator(noise)
+            save_image(images * 0.5 + 0.5, path, nrow=8)
+
+
+        def train_gan(generator, discriminator, loader, g_opt, d_opt, epochs, fixed_noise):
+            criterion = nn.BCEWithLogitsLoss()
+            for epoch in range(epochs):
+                generator.train()
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), 100, 1, 1))
+                    g_loss = criterion(discriminator(fake), torch.ones(real.size(0), 1))
+                    g_opt.zero_grad()
+                    g_loss.backward()
+                    g_opt.step()
+                save_grid(generator, fixed_noise, f"samples/{epoch:03d}.png")
+
+
+        train_gan(Generator(), None, None, None, None, 10, torch.randn(64, 100, 1, 1))
+        """,
+    ),
     Quiet(  # a conversion check: the model is switched to eval mode as it is built (`eval()` returns the module)
         """
         import torch
