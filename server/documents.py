@@ -208,9 +208,10 @@ class DocumentState:
 
     def analyse(
         self, text: str, version: int | None, settings: EffectiveSettings, superseded: Callable[[], bool] | None = None,
-        changes: int = -1,
+        changes: int = -1, carry_asked: Callable[[Analysis], None] | None = None,
     ) -> Analysis:
-        """The findings for this text, reusing the parses of unchanged statements.
+        """The findings for this text, reusing the parses of unchanged statements; ``carry_asked`` gives
+        a new analysis what hovers asked of the one before, before it becomes the latest.
 
         Raises ``Superseded`` when ``superseded`` says the text changed before the rules were
         done; the parse of ``text`` and what the rules did stay for the next analysis.
@@ -234,7 +235,10 @@ class DocumentState:
                 findings = self._findings(text, settings, superseded)
             if time.perf_counter() - started > ANALYSIS_BUDGET_S:
                 self.over_budget = True
-            self.latest = Analysis(version, settings, text, findings, asked, changes=changes)
+            result = Analysis(version, settings, text, findings, asked, changes=changes)
+            if carry_asked is not None:
+                carry_asked(result)
+            self.latest = result
             self.stopped_in_a_row = 0
             _first_analysis_done.set()
             return self.latest

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from trainlint.analysis.dependencies import Superseded
@@ -155,7 +156,7 @@ def _start_analysis(
         cpu = timeline.cpu_ns()
         timeline.mark("started", version=version)
         try:
-            result = state.analyse(text, version, settings, superseded, changes)
+            result = state.analyse(text, version, settings, superseded, changes, carry_asked)
         except Superseded:
             timeline.mark("stopped", version=version, cpu=timeline.cpu_ns() - cpu)
             raise
@@ -165,7 +166,6 @@ def _start_analysis(
 
     async def run() -> Analysis | Stopped | None:
         result: Analysis | Stopped | None = None
-        previous = state.latest  # the last finished analysis: its VRAM lines are carried to the new one
         try:
             result = await loop.run_in_executor(ls.lane(state, text), analyse)
         except Superseded:  # counted by the document, whose stops ``superseded`` reads
@@ -177,8 +177,6 @@ def _start_analysis(
             ls.report_plugin_problems()
             if ls.jobs.get(uri) is job:
                 del ls.jobs[uri]
-            if isinstance(result, Analysis):
-                _carry_asked(ls, uri, state, previous, result)  # before the edits between are forgotten
             _after_analysis(ls, uri, text, finished=isinstance(result, Analysis))
         if isinstance(result, Analysis) and not state.warmed:
             state.warmed = True  # once the report is out, on the document's lane, which its next analysis waits for
@@ -187,30 +185,43 @@ def _start_analysis(
             loop.call_later(ASKED_AFTER_S, _at_a_pause, ls, uri, state, result, state.edits)
         return result
 
+    carry_asked = _asked_carrier(ls, uri, state, state.latest, changes)
     job = ls.jobs[uri] = asyncio.ensure_future(run())
     return job
 
 
-def _carry_asked(ls: TrainlintServer, uri: str, state: DocumentState, previous: Analysis | None, result: Analysis) -> None:
+def _asked_carrier(
+    ls: TrainlintServer, uri: str, state: DocumentState, previous: Analysis | None, changes: int,
+) -> Callable[[Analysis], None] | None:
     """A new analysis of a document someone hovered starts with the VRAM lines and estimates of the
-    one before it, the lines carried through the edits between the two texts, so that a hover or
-    inlay hint answers at once until the pause after it finds its own (``find_asked``)."""
-    if previous is None or result.asked is previous.asked or result.asked.anchors is not None:
-        return
-    if not (state.anchors_wanted or state.vram_wanted) or previous.asked.anchors is None:
-        return
+    last finished one (``previous``), the lines carried through the edits between the two texts, so
+    that a hover or inlay hint answers at once until the pause after it finds its own (``find_asked``).
+
+    The edits between are read here, on the event loop, when the analysis is queued (its text is
+    fixed by then); the carrier runs on the lane, before the new analysis becomes the document's
+    latest: a hover that comes as the analysis ends, before the event loop has heard of it, finds the
+    carried lines, not a finished analysis with none (an empty hover on a busy machine)."""
+    if previous is None or previous.changes < 0 or changes < previous.changes:
+        return None
     document = ls.edited_document(uri)
-    if document is None or previous.changes < 0 or result.changes < previous.changes:
-        return
-    changes = document.changes_since(previous.changes)
-    if changes is None:
-        return
-    changes = changes[: result.changes - previous.changes]  # the edits up to the new text, not since
+    between = document.changes_since(previous.changes) if document is not None else None
+    if between is None:
+        return None
+    between = between[: changes - previous.changes]  # the edits up to the new text, not since
     lines = previous.lines
-    asked = result.asked
-    asked.vram = dict(previous.asked.vram)
-    asked.anchors = [found for anchor in previous.asked.anchors if (found := carry_anchor(changes, anchor, lines)) is not None]
-    asked.carried = True
+
+    def carry(result: Analysis) -> None:  # on the lane
+        found = previous.asked.anchors  # read now: a pause or hover on this lane may have found them since
+        if result.asked is previous.asked or result.asked.anchors is not None or found is None:
+            return
+        if not (state.anchors_wanted or state.vram_wanted):
+            return
+        asked = result.asked
+        asked.vram = dict(previous.asked.vram)
+        asked.anchors = [carried for anchor in found if (carried := carry_anchor(between, anchor, lines)) is not None]
+        asked.carried = True
+
+    return carry
 
 
 def _at_a_pause(ls: TrainlintServer, uri: str, state: DocumentState, analysis: Analysis, edits: int) -> None:
@@ -275,7 +286,7 @@ async def anchors(ls: TrainlintServer, uri: str, analysis: Analysis) -> list[Anc
     """The lines of an analysed text a VRAM estimate belongs to (hover, inlay hints).
 
     Never waits for a running analysis: they are found at a pause after an analysis (``_at_a_pause``),
-    and a new analysis starts with the last ones carried to its text (``_carry_asked``). Asked before
+    and a new analysis starts with the last ones carried to its text (``_asked_carrier``). Asked before
     any was found, they are found in the analysed module, when it is still of the analysis' text; else
     (the text has moved on since) there are none until the analysis of the text as it is now is done."""
     state = ls.documents.get(uri)

@@ -1,4 +1,4 @@
-"""How `make test` shares the suite between pytest-xdist's workers (`--dist loadgroup`).
+"""How `make test` shares the suite between pytest-xdist's workers (`pytest_xdist_make_scheduler`, below).
 
 Each test goes to whichever worker is free, so the long property tests of one file (test_splicing,
 test_incremental: minutes each under load) no longer queue behind each other on one worker. The tests
@@ -36,8 +36,18 @@ MODULES_WITH_SHARED_FIXTURES = frozenset({
 })
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        module = item.module.__name__ if isinstance(item, pytest.Function) and item.module else ""
-        if module in MODULES_WITH_SHARED_FIXTURES:
-            item.add_marker(pytest.mark.xdist_group(module))
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Tests go to whichever worker is free, except that a module of MODULES_WITH_SHARED_FIXTURES goes
+    whole to one worker. (xdist's own `xdist_group` marks do not group under pytest 9.2: xdist 3.8 writes
+    the group into `item._nodeid`, which pytest 9.2 no longer reads, so such a module ran on both workers,
+    each with its own module-scoped fixtures: two VS Code sessions wrote one screenshot folder at once.)"""
+    if config.getoption("dist") not in ("load", "loadgroup", "loadscope"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+            return module if module in MODULES_WITH_SHARED_FIXTURES else nodeid
+
+    return SharedFixtureScheduling(config, log)
