@@ -127,6 +127,20 @@ def check_corpus(folder: Path, name: str, save: Path | None, options: tuple[str,
     return found
 
 
+
+def print_comparison(label: str, found: list[dict], new: list[dict], vanished: list, changed: list) -> int:
+    """One corpus' counts and what differs from its reading; the number of differences."""
+    counts = collections.Counter(finding["severity"] for finding in found)
+    print(f"{label}: {counts['error']} errors, {counts['warning']} warnings; "
+          f"{len(new)} new, {len(vanished)} vanished, {len(changed)} changed")
+    for finding in new:
+        print(f"  NEW       {finding['path']}:{finding['line']} {finding['code']} {finding['severity']}: {finding['message'][:140]}")
+    for row in vanished:
+        print(f"  VANISHED  {row.path}:{row.line} {row.code} {row.severity} (read {row.verdict}: {row.reason})")
+    for row, finding in changed:
+        print(f"  CHANGED   {row.path}:{row.line} {row.code} {row.severity} -> {finding['severity']} (read {row.verdict})")
+    return len(new) + len(vanished) + len(changed)
+
 def compare(name: str, found: list[dict], triaged: list[Row]) -> tuple[list[dict], list[Row], list[tuple[Row, dict]]]:
     known = {row.key: row for row in triaged if row.repo == name}
     seen = {}
@@ -150,16 +164,7 @@ def command_run(args) -> int:
             continue
         found = check_corpus(folder, name, args.save)
         new, vanished, changed = compare(name, found, triaged)
-        counts = collections.Counter(finding["severity"] for finding in found)
-        print(f"{name}: {counts['error']} errors, {counts['warning']} warnings; "
-              f"{len(new)} new, {len(vanished)} vanished, {len(changed)} changed")
-        for finding in new:
-            print(f"  NEW       {finding['path']}:{finding['line']} {finding['code']} {finding['severity']}: {finding['message'][:140]}")
-        for row in vanished:
-            print(f"  VANISHED  {row.path}:{row.line} {row.code} {row.severity} ({row.verdict}: {row.reason})")
-        for row, finding in changed:
-            print(f"  CHANGED   {row.path}:{row.line} {row.code} {row.severity} -> {finding['severity']} ({row.verdict})")
-        problems += len(new) + len(vanished) + len(changed)
+        problems += print_comparison(name, found, new, vanished, changed)
         if args.add_new:
             triaged += [Row(name, commit_of(name), f["path"], f["line"], f["code"], f["severity"], "unresolved", "") for f in new]
     if args.add_new:

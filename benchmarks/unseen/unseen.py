@@ -121,16 +121,7 @@ def command_run(args) -> int:
             continue
         found = triage.check_corpus(folder, name, args.save, CHECK_OPTIONS)
         new, vanished, changed = triage.compare(name, found, reading)
-        counts = collections.Counter(finding["severity"] for finding in found)
-        print(f"{entry['repo']}: {counts['error']} errors, {counts['warning']} warnings; "
-              f"{len(new)} new, {len(vanished)} vanished, {len(changed)} changed")
-        for finding in new:
-            print(f"  NEW       {finding['path']}:{finding['line']} {finding['code']} {finding['severity']}: {finding['message'][:140]}")
-        for row in vanished:
-            print(f"  VANISHED  {row.path}:{row.line} {row.code} {row.severity} (read {row.verdict}: {row.reason})")
-        for row, finding in changed:
-            print(f"  CHANGED   {row.path}:{row.line} {row.code} {row.severity} -> {finding['severity']} (read {row.verdict})")
-        problems += len(new) + len(vanished) + len(changed)
+        problems += triage.print_comparison(entry["repo"], found, new, vanished, changed)
     return 1 if problems else 0
 
 
