@@ -397,10 +397,8 @@ def _reach(node: cst.CSTNode) -> tuple[frozenset[str], frozenset[int]]:
 def _returns_graph_free(function: cst.FunctionDef) -> bool:
     """Every ``return`` of the function (none nested) hands back something that holds no graph, whatever it
     was given: a number, text, or a tensor cut off by a graph-free method (``x.cpu().numpy()``, ``float(d)``)."""
-    returns = [node for node in walk(function.body) if isinstance(node, (cst.Return, cst.Yield))]
-    nested = {id(node) for inner in _nested_definitions(function.body) for node in walk(inner)}
-    returns = [node for node in returns if id(node) not in nested]
-    return bool(returns) and all(node.value is not None and _graph_free_expression(node.value) for node in returns)
+    returns = own_returns(function)
+    return bool(returns) and all(node.value is not None and not isinstance(node.value, cst.From) and _graph_free_expression(node.value) for node in returns)
 
 
 def _graph_free_expression(node: cst.BaseExpression) -> bool:
@@ -476,8 +474,20 @@ def _captured(definition: cst.CSTNode) -> _OwnNodes:
     return _OwnNodes([], frozenset(), frozenset(inner.value for inner in walk(definition) if type(inner) is cst.Name))
 
 
-def _nested_definitions(root: cst.CSTNode) -> list[cst.CSTNode]:
-    return [node for node in walk(root) if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
+def own_returns(function: cst.FunctionDef) -> list[cst.Return | cst.Yield]:
+    """The function's own ``return`` statements and ``yield`` expressions, in source order: not those of the
+    functions and classes defined inside it."""
+    found: list[cst.Return | cst.Yield] = []
+
+    def visit(node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, (cst.Return, cst.Yield)):
+                found.append(child)
+            if not isinstance(child, (cst.FunctionDef, cst.ClassDef)):
+                visit(child)
+
+    visit(function.body)
+    return found
 
 
 def feeds_backward(scope: ScopeAnalysis, produced: cst.Call) -> bool:

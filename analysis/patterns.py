@@ -509,10 +509,15 @@ def _inside_model_method(scope: ScopeAnalysis) -> bool:
     return owner is not None and scope.summary.local_class_kind(owner).kind in {libraries.MODULE, libraries.PIPELINE}
 
 
+# ``repeats_per_step``'s evidence when the loop's first sign of a step is a backward (TL104 asks whether an
+# optimizer steps on it too).
+BACKWARD_EVERY_ITERATION = "a backward runs every iteration"
+
+
 def _per_step_evidence(scope: ScopeAnalysis, loop: Loop) -> str | None:
     for call in calls_in(scope, loop):
         if accumulates_into_grad(call) or call.method == "backward":
-            return "a backward runs every iteration"
+            return BACKWARD_EVERY_ITERATION
         if is_optimizer_step(call):
             return "an optimizer steps every iteration"
     node = loop.node
@@ -743,9 +748,10 @@ def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | 
     if base is not None:
         # `ids = model.generate(...)` on a receiver the analysis does not know; `logits.softmax(-1)`, `out.argmax(1)`
         producers.append(_last_assigned_call(scope, store, base))
-    direct = _computed_from_calls(scope, store.value_node)
-    followed = _computed_from_calls(scope, store.value_node, store)[len(direct):]  # through the names it was bound to
-    producers += direct + [call for call in followed if call.method in {None, "forward"} or (call.receiver is not None and MODEL in call.receiver.tags)]
+    producers += [  # through the names it was bound to, only what a model computes
+        call for call, followed in _computed_from_calls(scope, store.value_node, store)
+        if not followed or call.method in {None, "forward"} or (call.receiver is not None and MODEL in call.receiver.tags)
+    ]
     for producer in producers:
         if producer is not None and _runs_on_the_accelerator(producer):
             return ((producer.scope.chunk, producer.node), f"what `{shortened(producer.scope.chunk.code_for(producer.node), 40)}` "
@@ -853,18 +859,19 @@ def _derived_from(expression: cst.BaseExpression) -> str | None:
             return expression.value if isinstance(expression, cst.Name) else None
 
 
-def _computed_from_calls(scope: ScopeAnalysis, expression: cst.BaseExpression, before: Event | None = None) -> list[CallEvent]:
+def _computed_from_calls(scope: ScopeAnalysis, expression: cst.BaseExpression, before: Event) -> list[tuple[CallEvent, bool]]:
     """The calls whose result ``expression`` is computed from by torch functions, methods and indexing:
     ``net(x)`` in ``torch.sigmoid(net(x)).squeeze(1)`` or ``F.softmax(self.net.forward(x), -1)[:, 1]``. A torch
-    function computes on the device of the tensor it is given, so the result lives where the call's did. Given
-    ``before``, a name it is computed from is followed to its binding before that event, two bindings back at most
-    and none a host copy (``emb = net(x)``; ``emb = F.normalize(emb)``; ``kept.append(torch.sigmoid(emb))``)."""
+    function computes on the device of the tensor it is given, so the result lives where the call's did. A name it
+    is computed from is followed to its binding before ``before``, two bindings back at most and none a host copy
+    (``emb = net(x)``; ``emb = F.normalize(emb)``; ``kept.append(torch.sigmoid(emb))``); each call comes with
+    whether it was found through such a binding."""
     calls = {id(call.node): call for call in scope.calls()}
-    found = []
-    for _ in range(3):
+    found: list[tuple[CallEvent, bool]] = []
+    for hop in range(3):
         while isinstance(expression, (cst.Subscript, cst.Call)):
             call = calls.get(id(expression)) if isinstance(expression, cst.Call) else None
-            found += [call] if call is not None else []
+            found += [(call, hop > 0)] if call is not None else []
             if isinstance(expression, cst.Subscript):
                 expression = expression.value
             elif call is not None and call.callee is not None and call.callee.startswith("torch."):
@@ -876,7 +883,7 @@ def _computed_from_calls(scope: ScopeAnalysis, expression: cst.BaseExpression, b
                 expression = expression.func.value  # `net(x).squeeze(1)`: the tensor the method runs on
             else:
                 return found
-        binding = scope.last_binding(expression.value, before=before) if before is not None and isinstance(expression, cst.Name) else None
+        binding = scope.last_binding(expression.value, before=before) if isinstance(expression, cst.Name) else None
         if binding is None or binding.value_node is None or on_the_host(scope.chunk.code_for(binding.value_node)):
             return found
         expression, before = binding.value_node, binding

@@ -53,8 +53,6 @@ _TRAINER_OPTIM = {
     "adamw_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit", "paged_adamw_32bit": "paged-adamw", "adafactor": "adafactor",
     "sgd": "sgd", "adagrad": "adagrad", "lion_32bit": "lion", "lion_8bit": "lion", "rmsprop": "rmsprop",
 }
-# `# trainlint: model=meta-llama/Meta-Llama-3-8B` (or a catalog id, or a path to a config.json): the model to
-# estimate this file for, when the script does not name it in a form that can be read.
 _DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16", "float32": "fp32", "float": "fp32"}
 # Lightning's precision strings (Fabric, Trainer, LitGPT): "-true" casts the model, "-mixed" runs autocast.
 _LIGHTNING_PRECISION = {

@@ -101,6 +101,8 @@ class ScriptInputs:
         return {name: value for name, value in vars(self).items() if isinstance(value, Found)}
 
 
+# `# trainlint: model=meta-llama/Meta-Llama-3-8B` (or a catalog id, or a path to a config.json): the model to
+# estimate this file for, when the script does not name it in a form that can be read.
 MODEL_COMMENT = re.compile(r"#\s*trainlint:\s*model\s*=\s*(?P<model>[^\s#]+)", re.I)
 
 

@@ -51,6 +51,19 @@ def _open(client: LanguageClient, name: str, cells: list[tuple[str, str, types.N
     return uris
 
 
+def _delete_cell(client: LanguageClient, name: str, index: int, uri: str) -> None:
+    """The notebook's second version: the cell at ``index`` deleted (and its document closed)."""
+    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+        notebook_document=types.VersionedNotebookDocumentIdentifier(uri=(client.folder / name).as_uri(), version=2),
+        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
+            structure=types.NotebookDocumentCellChangeStructure(
+                array=types.NotebookCellArrayChange(start=index, delete_count=1, cells=[]),
+                did_close=[types.TextDocumentIdentifier(uri=uri)],
+            ),
+        )),
+    ))
+
+
 async def _codes(client: LanguageClient, uri: str) -> list[tuple[str, int]]:
     report = await client.text_document_diagnostic_async(
         types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri))
@@ -91,16 +104,7 @@ async def test_a_cell_that_stops_being_python_loses_its_findings(client):
     code = types.NotebookCellKind.Code
     setup, loop = _open(client, "switch.ipynb", [(SETUP, "python", code), (LOOP, "python", code)])
     assert ("TL101", 3) in await _codes(client, loop)
-    notebook = (client.folder / "switch.ipynb").as_uri()
-    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
-        notebook_document=types.VersionedNotebookDocumentIdentifier(uri=notebook, version=2),
-        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
-            structure=types.NotebookDocumentCellChangeStructure(
-                array=types.NotebookCellArrayChange(start=1, delete_count=1, cells=[]),
-                did_close=[types.TextDocumentIdentifier(uri=loop)],
-            ),
-        )),
-    ))
+    _delete_cell(client, "switch.ipynb", 1, loop)
     assert await _codes(client, loop) == []
     for _ in range(400):
         if not client.diagnostics.get(loop):
@@ -149,16 +153,7 @@ async def test_a_cell_deleted_while_the_notebook_is_analysed_gets_no_late_findin
     code = types.NotebookCellKind.Code
     padding = "".join(f"def helper_{index}(x):\n    return x * {index}\n\n" for index in range(1500))
     first, rest = _open(client, "late.ipynb", [(SETUP + LOOP + padding, "python", code), ("print(1)\n", "python", code)])
-    notebook = (client.folder / "late.ipynb").as_uri()
-    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
-        notebook_document=types.VersionedNotebookDocumentIdentifier(uri=notebook, version=2),
-        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
-            structure=types.NotebookDocumentCellChangeStructure(
-                array=types.NotebookCellArrayChange(start=0, delete_count=1, cells=[]),
-                did_close=[types.TextDocumentIdentifier(uri=first)],
-            ),
-        )),
-    ))
+    _delete_cell(client, "late.ipynb", 0, first)
     assert await _codes(client, rest) == []
     for _ in range(40):  # both pushes have had time to finish
         if rest in client.diagnostics:

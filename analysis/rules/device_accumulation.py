@@ -31,6 +31,7 @@ from trainlint.analysis.data_loops import draws_batches, walks_listed_items, wal
 from trainlint.analysis.frameworks import per_batch_hook
 from trainlint.analysis.passed_values import empties_attribute
 from trainlint.analysis.patterns import (
+    BACKWARD_EVERY_ITERATION,
     bounded_or_emptied,
     keeps_one_number,
     kept_for_one_step,
@@ -308,7 +309,7 @@ def _steers_inputs(scope: ScopeAnalysis, loop: Loop) -> bool:
     """A loop whose only sign of a step is a backward that no optimizer step uses: the gradients steer an input (a
     perturbation of a generator's past, an adversarial example, a saliency map), so an iteration is one sample made,
     not a training step, and a ``range(num_samples)`` of them collects that many results."""
-    if repeats_per_step(scope, loop) != "a backward runs every iteration":
+    if repeats_per_step(scope, loop) != BACKWARD_EVERY_ITERATION:
         return False
     return not any(is_optimizer_step(call) or call.method == "step" for call in calls_in(scope, loop))
 

@@ -157,20 +157,11 @@ def _element_of_tensors(scope: ScopeAnalysis, loop: Loop) -> tuple | None:
         known = value is not None and bool(value.tags & {Tag.TENSOR, Tag.GRAPH}) and Tag.MODEL not in value.tags
         unpacked = any(
             _iterates_a_loader(outer) and cast(cst.Name, element.value).value in _unpacked_batch_names(outer.node)
-            for outer in _loops_around(loop)
+            for outer in scope.loops if outer is not loop and outer.encloses(loop)
         )
         if not (known or unpacked):
             return None
     return ((scope.chunk, node), f"the loop binds `{node.target.value}` to each of {', '.join(f'`{name}`' for name in names)}, each a tensor")
-
-
-def _loops_around(loop: Loop) -> list[Loop]:
-    outer = []
-    parent = loop.parent
-    while parent is not None:
-        outer.append(parent)
-        parent = parent.parent
-    return outer
 
 
 def _compared_tensors(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:

@@ -144,7 +144,7 @@ import libcst as cst
 from trainlint.analysis.callers import callers_elsewhere, callers_further
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
-from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, program_trains
+from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, own_returns, program_trains
 from trainlint.analysis.held_instances import builds_own_class, held_instance
 from trainlint.analysis.helper_branches import runs_as_called
 from trainlint.analysis.libraries import (
@@ -183,6 +183,7 @@ from trainlint.rules import (
     CallEvent,
     ClassInfo,
     Fires,
+    Fix,
     Loop,
     ModuleView,
     ParsedChunk,
@@ -370,9 +371,7 @@ class GradEnabledEval(Rule):
                 evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
             evidence.append(((site.chunk, site.node), f"`{_text(site)}` runs it in the training loop, with grad on"))
             evidence.append(((step.chunk, step.node), f"`{_text(step)}`: the loop trains, so grad is on there"))
-            no_grad = ctx.name_for("torch.no_grad")
             line = _statement_line(info.node, forward.statement)
-            edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
             ctx.report(
                 forward.node,
                 f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output and "
@@ -382,8 +381,7 @@ class GradEnabledEval(Rule):
                 evidence=evidence,
                 severity=Severity.WARNING,
                 help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.no_grad()`)",
-                # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
-                fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+                fix=_forward_under_no_grad(ctx, line),
             )
             return True
         return False
@@ -896,9 +894,7 @@ class GradEnabledEval(Rule):
             ((forward.chunk, cut), f"`{quoted(forward.chunk, cut)}` stops the gradient; the detached value goes on in the step"),
             ((trained.chunk, trained.node), f"`{_text(trained)}`: the same network's pass that is trained"),
         ]
-        no_grad = ctx.name_for("torch.no_grad")
         line = _statement_line(info.node if info is not None else scope.chunk.module, forward.statement)
-        edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
         ctx.report(
             forward.node,
             f"`{text}` runs with autograd on and its output is used only through `{quoted(forward.chunk, cut)}` (line "
@@ -908,8 +904,7 @@ class GradEnabledEval(Rule):
             evidence=evidence,
             severity=Severity.NOTE,
             help=f"run `{text}` under `with torch.no_grad():` (then `.detach()` is not needed)",
-            # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
-            fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+            fix=_forward_under_no_grad(ctx, line),
         )
 
     def _report_unknown_grad(
@@ -931,9 +926,7 @@ class GradEnabledEval(Rule):
         if cuts:
             evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
             cut = f" (`{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])} drops it)"
-        no_grad = ctx.name_for("torch.no_grad")
         line = _statement_line(info.node, forward.statement)
-        edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
         if caller is not None and caller.grad == "unknown":
             through = f" ({caller.why})" if caller.why else ""
             evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` calls it{through}; grad there is its own callers' to decide"))
@@ -963,8 +956,7 @@ class GradEnabledEval(Rule):
             evidence=evidence,
             severity=Severity.WARNING if caller is not None and caller.grad == "on" else Severity.NOTE,
             help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
-            # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
-            fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+            fix=_forward_under_no_grad(ctx, line),
         )
 
     def _report_unused_graph(
@@ -1010,14 +1002,11 @@ class GradEnabledEval(Rule):
                 f"and nothing derived from it leaves {where}{cut}. An inference pass: every pass of "
                 f"{named} records a graph and keeps its activations for nothing"
             )
-        no_grad = ctx.name_for("torch.no_grad")
         line = _statement_line(info.node if info is not None else scope.chunk.module, forward.statement)
-        edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
         ctx.report(
             forward.node, message, evidence=evidence, severity=Severity.WARNING if program else None,
             help=f"run `{text}` under `with torch.no_grad():` (or `torch.inference_mode()`)",
-            # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
-            fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+            fix=_forward_under_no_grad(ctx, line),
         )
 
 
@@ -1164,9 +1153,7 @@ class GradEnabledEval(Rule):
                     f"`{info.qualified_name}()` is a module's forward that also runs `{_text(trained)}`, whose output "
                     "goes on to be trained, so it runs with grad on in training"
                 )
-            no_grad = ctx.name_for("torch.no_grad")
             line = _statement_line(info.node, forward.statement)
-            edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
             ctx.report(
                 forward.node,
                 f"`{text}` runs with autograd on, but its output is used only detached "
@@ -1176,8 +1163,7 @@ class GradEnabledEval(Rule):
                 evidence=evidence,
                 severity=Severity.WARNING,
                 help=f"run `{text}` under `with torch.no_grad():` (then `.detach()` is not needed)",
-                # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
-                fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+                fix=_forward_under_no_grad(ctx, line),
             )
             return True
         return False
@@ -1233,7 +1219,8 @@ class GradEnabledEval(Rule):
                 numbers = next((cut for cut in dropped.cuts if _turned_into_numbers(scope, info.node, cut)), None)
                 if numbers is None and not dropped.cuts:
                     # consumed by graph-free operations (a comparison, an index): what the function returns says
-                    numbers = next((value for value in _returned(info.node) if _turned_into_numbers(scope, value, value)), None)
+                    numbers = next((node.value for node in own_returns(info.node) if isinstance(node, cst.Return) and node.value is not None
+                                    and _turned_into_numbers(scope, node.value, node.value)), None)
                 if numbers is None:
                     continue  # a detached tensor computed on (a stop-gradient target), not a decoded result
                 return self._report_single_forward_left_to_callers(ctx, scope, forward, numbers)
@@ -1259,9 +1246,7 @@ class GradEnabledEval(Rule):
                     "An inference script's pass: it keeps every layer's activations until the function returns, for "
                     "gradients nobody computes (a long input's graph is what runs it out of memory)"
                 )
-            no_grad = ctx.name_for("torch.no_grad")
             line = _statement_line(info.node, forward.statement)
-            edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
             ctx.report(
                 forward.node,
                 f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
@@ -1270,8 +1255,7 @@ class GradEnabledEval(Rule):
                 evidence=evidence,
                 severity=Severity.WARNING,
                 help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
-                # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
-                fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+                fix=_forward_under_no_grad(ctx, line),
             )
             return True
         return False
@@ -1318,17 +1302,14 @@ class GradEnabledEval(Rule):
                 f": {known}. Called with grad on, each call keeps every layer's activations until it returns, for "
                 "gradients nobody computes"
             )
-        no_grad = ctx.name_for("torch.no_grad")
         line = _statement_line(info.node, forward.statement)
-        edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
         ctx.report(
             forward.node,
             message + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if _unknown_model_method(ctx, forward) else ""),
             evidence=evidence,
             severity=Severity.WARNING if caller is not None else Severity.NOTE,
             help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
-            # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
-            fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+            fix=_forward_under_no_grad(ctx, line),
         )
         return True
 
@@ -1372,9 +1353,7 @@ class GradEnabledEval(Rule):
                 f". `{forward.receiver_key or text}` is not a class of the workspace: whether its call records a graph "
                 "(or turns grad off itself) is not read, so this is a note"
             )
-            no_grad = ctx.name_for("torch.no_grad")
             line = _statement_line(scope.chunk.module, forward.statement)
-            edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
             ctx.report(
                 forward.node,
                 f"`{text}` runs with autograd on at the script's module level, in a program that trains nothing: nothing "
@@ -1385,8 +1364,7 @@ class GradEnabledEval(Rule):
                 evidence=evidence,
                 severity=Severity.WARNING if known else Severity.NOTE,
                 help=f"run `{text}` under `with torch.no_grad():` (or `torch.inference_mode()`)",
-                # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
-                fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+                fix=_forward_under_no_grad(ctx, line),
             )
             return True
         return False
@@ -1747,6 +1725,14 @@ def _detaches(cut: cst.CSTNode) -> bool:
         return cut.func.attr.value in {"detach", "detach_"}
     return isinstance(cut, cst.Attribute) and cut.attr.value == "data"
 
+
+
+def _forward_under_no_grad(ctx: RuleContext, statement: cst.CSTNode | None) -> Fix | None:
+    """The fix that runs the forward's statement (``_statement_line``) under ``torch.no_grad()``; unsafe: the output
+    no longer says ``requires_grad``, which code that inspects it could read."""
+    no_grad = ctx.name_for("torch.no_grad")
+    edit = ctx.indent_block(statement, f"with {no_grad}()") if no_grad and statement is not None else None
+    return ctx.fix("run the forward under torch.no_grad()", [edit], safe=False)
 
 def _stop_gradient_for_training(
     ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph,
@@ -2828,21 +2814,6 @@ def _turned_into_numbers(scope: ScopeAnalysis, root: cst.CSTNode, cut: cst.CSTNo
     return numbers(cut) or any(
         numbers(node) and any(inner is cut for inner in _walk(node)) for node in _walk(root) if isinstance(node, (cst.Call, cst.Comparison))
     )
-
-
-def _returned(function: cst.FunctionDef) -> list[cst.BaseExpression]:
-    """The values the function's own `return` statements hand back (not those of functions defined inside it)."""
-    found: list[cst.BaseExpression] = []
-
-    def visit(node: cst.CSTNode) -> None:
-        for child in node.children:
-            if isinstance(child, cst.Return) and child.value is not None:
-                found.append(child.value)
-            elif not isinstance(child, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-                visit(child)
-
-    visit(function.body)
-    return found
 
 
 def _served_per_request(ctx: RuleContext, info) -> tuple[CallEvent, cst.Decorator] | None:

@@ -114,6 +114,7 @@ from trainlint.analysis.libraries import (
 )
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
+    argument_passed,
     evaluation_calls,
     made_up_inputs,
     mode_parameter,
@@ -2131,24 +2132,12 @@ def _handed_by_every_caller(module: ModuleView, function, parameter: str, depth:
         calls = callers_elsewhere(checked, function, lambda other, call: (other, call))
     kinds = set()
     for home, call in calls:
-        argument = _argument_node(call, function, parameter)
-        kind = _made_by_program(home, call.scope, argument, depth, chunk=call.chunk) if argument is not None else None
+        argument = argument_passed(call, function, parameter)
+        kind = _made_by_program(home, call.scope, argument.value, depth, chunk=call.chunk) if argument is not None else None
         if kind is None:
             return None
         kinds.add(kind)
     return "drawn" if "drawn" in kinds else ("made" if kinds else None)
-
-
-def _argument_node(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
-    """The expression a call hands one parameter of the function it runs."""
-    argument = call.keyword(parameter)
-    if argument is not None:
-        return argument.value
-    params = function.positional_parameters
-    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
-    if parameter in params and params.index(parameter) < len(positional):
-        return positional[params.index(parameter)].value
-    return None
 
 
 def _trained_in(scope: ScopeAnalysis, loop, key: str, backwarded: list[frozenset], scoring: CallEvent) -> str | None:
