@@ -9,6 +9,16 @@ from __future__ import annotations
 SHARDED_PARAMETERS = ("fsdp", "fsdp-grad-op", "zero3")
 SHARDED_GRADIENTS = ("zero2", *SHARDED_PARAMETERS)
 SHARDED_OPTIMIZER = ("zero1", *SHARDED_GRADIENTS)
+# DeepSpeed ZeRO-3's step (deepspeed/runtime/zero/stage3.py, _prepare_fp32_grad_for_sub_group, read at 0.14.2): each
+# optimizer sub-group's gradient partition is flattened and copied into the fp32 master weights' dtype, and that copy
+# is the master's .grad while the optimizer steps it. A sub-group holds at most sub_group_size elements (its config
+# default, runtime/zero/config.py: 1e9).
+DEEPSPEED_SUB_GROUP_ELEMENTS = 1e9
+# DeepSpeed ZeRO-3's gradient reduction bucket (stage3.py, _setup_for_real_optimizer, 0.14.2): with contiguous_gradients
+# (its default) a flat buffer of reduce_bucket_size elements in the 16-bit dtype, allocated when the optimizer is built
+# and kept through training. reduce_bucket_size's config default is 5e8; the HF Trainer's "auto" fills hidden^2
+# (transformers' integrations/deepspeed.py).
+DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 5e8
 
 # Quantized base weights: bytes per quantized parameter (4-bit packed + fp32 absmax per 64-block; double
 # quantization stores the absmax in 8 bits with a second-level constant).

@@ -29,6 +29,8 @@ from .adapters import (
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import Architecture, Shape, parameter_count, shape
 from .cost_constants import (
+    DEEPSPEED_REDUCE_BUCKET_ELEMENTS,
+    DEEPSPEED_SUB_GROUP_ELEMENTS,
     DEFAULT_BLAS_WORKSPACE_BYTES,
     QUANT_BYTES,
     SHARDED_GRADIENTS,
@@ -317,6 +319,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         notes.append("Adafactor's factored state is taken as 0.4 bytes per parameter (it depends on the matrix shapes)")
     # sharding of model states across data-parallel ranks (ZeRO paper's stages)
     weights_high = weights
+    weights_low = None
     if plan.sharding in SHARDED_OPTIMIZER:
         optimizer /= plan.gpus
     if plan.sharding in SHARDED_GRADIENTS:
@@ -324,10 +327,14 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     if plan.sharding == "zero3":
         # All-gathered: the unit being computed and the next, prefetched; reduce-scattered: one unit's gradient.
         in_flight = _largest_layer_bytes(geometry, weight_bytes) + _layer_bytes_of(geometry, weight_bytes)
-        weights = weights_high = weights / plan.gpus + in_flight
+        weights = weights_high = weights / plan.gpus + in_flight + _reduce_bucket(plan, DEEPSPEED_REDUCE_BUCKET_ELEMENTS)
+        weights_low = weights - _reduce_bucket(plan, DEEPSPEED_REDUCE_BUCKET_ELEMENTS) + _reduce_bucket(
+            plan, geometry.hidden ** 2 if geometry is not None else DEEPSPEED_REDUCE_BUCKET_ELEMENTS)
         gradients += _layer_bytes_of(geometry, grad_bytes) if not lora else 0.0
         notes.append(f"{plan.sharding} over {_gpus(plan)}: weights, gradients and optimizer state sharded; "
-                     "two units gathered at a time (one prefetched) and one unit's gradient being reduce-scattered")
+                     "two units gathered at a time (one prefetched) and one unit's gradient being reduce-scattered; "
+                     "DeepSpeed's reduction bucket at its default reduce_bucket_size (5e8 elements; the HF Trainer's "
+                     "\"auto\", hidden², at the low end)")
     gathered_layers = ZERO
     if plan.sharding in ("fsdp", "fsdp-grad-op"):
         root, layers = _fsdp_gathered(plan, geometry, params, weight_bytes, notes)
@@ -356,10 +363,17 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         if plan.sharding not in SHARDED_PARAMETERS:
             raise CannotEstimate("parameter offload needs ZeRO-3 or FSDP sharding")
         weights = weights_high = _largest_layer_bytes(geometry, weight_bytes)
+        weights_low = None
         gathered_layers = ZERO  # the resident layer stands for what is gathered
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
-    return (Interval(weights, weights, weights_high), Interval(gradients, gradients, gradients_high or gradients),
+    return (Interval(weights if weights_low is None else weights_low, weights, weights_high),
+            Interval(gradients, gradients, gradients_high or gradients),
             Interval.exact(optimizer), Interval.exact(cache), gathered_layers)
+
+
+def _reduce_bucket(plan: Plan, elements: float) -> float:
+    """Bytes of DeepSpeed ZeRO-3's contiguous gradient bucket of `elements`, in the engine's 16-bit dtype (fp32 without one)."""
+    return elements * (4 if plan.dtype == "fp32" else 2)
 
 
 def _whole_under_tensor_parallel(plan: Plan, geometry: Shape | None) -> float:
@@ -481,6 +495,11 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
         else:  # torch's default: foreach on CUDA, fused where the script asks for it
             temporary = Interval(0.0, whole, whole)
             notes.append("optimizer step: torch's default (foreach) keeps one parameter-sized temporary; fused=True would not")
+    if plan.sharding == "zero3" and "optimizer" not in plan.offload:
+        partition = min(trainable / plan.gpus, DEEPSPEED_SUB_GROUP_ELEMENTS)
+        temporary = temporary + Interval.exact(4.0 * partition)
+        notes.append("zero3 step: DeepSpeed copies each sub-group's gradient partition into fp32 (the master weights' "
+                     "gradient) while the optimizer steps it")
     buckets = ZERO
     if plan.sharding == "ddp" and plan.gpus > 1:
         buckets = gradients  # gradient_as_bucket_view=False (the default): the buckets are a second copy

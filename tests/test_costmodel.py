@@ -49,9 +49,28 @@ def test_zero_and_fsdp_divide_model_states_across_gpus():
     assert zero1.optimizer.estimate == pytest.approx(ddp.optimizer.estimate / 8)
     assert zero1.gradients.estimate == ddp.gradients.estimate
     assert zero2.gradients.estimate == pytest.approx(ddp.gradients.estimate / 8)
-    assert ddp.weights.estimate / 8 < zero3.weights.estimate < ddp.weights.estimate / 4  # plus one gathered layer
+    assert ddp.weights.estimate / 8 < zero3.weights.estimate < ddp.weights.estimate / 3  # plus gathered units and a bucket
     offloaded = estimate(_plan(gpus=8, sharding="zero3", offload=("optimizer",))).breakdown
     assert offloaded.optimizer.estimate == 0
+
+
+def test_zero3_keeps_deepspeeds_reduction_bucket_and_steps_an_fp32_copy_of_the_gradient_partition():
+    """DeepSpeed 0.14.2's stage3.py: a 16-bit bucket of reduce_bucket_size elements (default 5e8; the HF Trainer's
+    "auto" hidden², the low end) allocated with the optimizer, and each sub-group's gradient partition copied into fp32
+    for the step (sub_group_size 1e9 elements at most)."""
+    params = parameter_count(LLAMA)
+    hidden = shape(LLAMA).hidden
+    zero3 = estimate(_plan(gpus=8, sharding="zero3")).breakdown
+    zero3_fp32 = estimate(_plan(gpus=8, sharding="zero3", dtype="fp32")).breakdown
+    assert zero3.weights.estimate - zero3.weights.low == pytest.approx(2 * (5e8 - hidden**2))
+    assert zero3_fp32.weights.estimate - zero3_fp32.weights.low == pytest.approx(4 * (5e8 - hidden**2))
+    ddp_step = estimate(_plan(gpus=8, foreach=True)).breakdown.optimizer_step.estimate
+    fp32_gradients = 4 * min(params / 8, 1e9)  # Llama 3 8B's partition over 8 GPUs is just over one sub-group
+    assert zero3.optimizer_step.estimate == pytest.approx(ddp_step / 8 + fp32_gradients)  # foreach temporary beside it
+    one_gpu = estimate(_plan(gpus=1, sharding="zero3", foreach=False, optimizer="sgd")).breakdown
+    assert one_gpu.optimizer_step.estimate == pytest.approx(4 * 1e9)  # one sub-group at most
+    offloaded = estimate(_plan(gpus=8, sharding="zero3", foreach=False, optimizer="sgd", offload=("optimizer",))).breakdown
+    assert offloaded.optimizer_step.estimate == 0  # the fp32 gradients live on the CPU
 
 
 def test_lora_and_qlora_train_a_few_million_parameters_on_a_smaller_base():
