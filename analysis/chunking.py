@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -119,6 +120,46 @@ def check_syntax(text: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compile(text, "<statement>", "exec", ast.PyCF_ONLY_AST)
+
+
+UNTERMINATED_STRING = "unterminated string literal (detected at line {})"
+# letters of a string prefix whose string Python tokenizes to its end as one token; from 3.12 an
+# f-string's (and from 3.14 a t-string's) replacement fields are tokenized as code (PEP 701)
+_ONE_TOKEN_PREFIX = "rRbBuUfF" if sys.version_info < (3, 12) else "rRbBuU"
+
+
+def unterminated_string_kept(before: str, line: int, column: int, after: str) -> bool:
+    """Whether compiling ``after`` raises what compiling ``before`` raised, an unterminated string
+    literal whose token starts at ``line``, ``column`` (1-based, Python's), without compiling it.
+
+    So when ``after`` is ``before`` with only the text between the string's opening quote and the
+    end of its line replaced, by text that holds no quote of its kind, no backslash (which would
+    carry the string on to the next line) and no line break or null: Python's tokenizer gives the
+    parser the same tokens up to the string, the parser asks for them as before, and the string
+    still runs to the end of its line, which the tokenizer reports at once (it stops there: neither
+    parser pass nor the check for tokenizer errors further on reads past it)."""
+    line_start = 0
+    for _ in range(line - 1):
+        line_start = before.find("\n", line_start) + 1
+        if line_start == 0:
+            return False
+    opening = line_start + column - 1
+    while opening < len(before) and before[opening] in _ONE_TOKEN_PREFIX:
+        opening += 1
+    if opening >= len(before) or before[opening] not in "'\"":
+        return False
+    line_end = before.find("\n", opening)
+    rest = len(before) - line_end if line_end >= 0 else 0
+    if len(after) < opening + 1 + rest or not after.startswith(before[: opening + 1]) or not after.endswith(before[len(before) - rest :]):
+        return False
+    typed = after[opening + 1 : len(after) - rest]
+    if any(character in typed for character in (before[opening], "\\", "\n", "\r", "\0")):
+        return False
+    try:
+        typed.encode()
+    except UnicodeEncodeError:  # a lone surrogate: Python refuses the whole text
+        return False
+    return True
 
 
 def _past_comment_or_string(text: str, token: str, pos: int) -> int:

@@ -26,6 +26,7 @@ from typing import NamedTuple, TypeVar
 import libcst as cst
 from libcst._nodes.base import CSTNode
 
+from . import chunking
 from .chunking import BLOCK_CONTINUATION, Chunk, check_syntax, common_prefix, common_suffix, statement_starts
 from .dependencies import note_position
 from .splicing import NodeLines, NodeRanges, all_positions, parse_in_context, spans_inside, splice, unique_span
@@ -465,7 +466,7 @@ class ParsedChunk:
         except cst.ParserSyntaxError:
             # the edit broke a statement: splice the text with its broken lines blanked, as a fresh parse would
             # a tree of blanked lines was checked to compile when it was made
-            recovered = localised(piece.text, compiles=tree_text if self.broken is not None else None)
+            recovered = localised(piece.text, compiles=tree_text if self.broken is not None else None, error=self._error_kept(piece))
             if recovered is None:
                 return None
             blanked, first, last, problem = recovered
@@ -512,6 +513,18 @@ class ParsedChunk:
         stays true. The words are this text's: a superset of the tree's names, all ``words`` is for."""
         assert edited.module is self.module and edited.tree_text() == self.tree_text()
         self.chunk, self.broken, self.syntax_error = edited.chunk, edited.broken, edited.syntax_error
+
+    def _error_kept(self, piece: Chunk) -> SyntaxError | None:
+        """Python's error for ``piece``, this statement after a key, when it is this text's error
+        for a string left unterminated and the key typed inside the string (``unterminated_string_kept``):
+        the error a compile would give (what ``_problem`` reads of it), without the compile."""
+        problem = self.syntax_error
+        if self.broken is None or problem is None or problem.message != f"syntax error: {chunking.UNTERMINATED_STRING.format(problem.line)}":
+            return None
+        line = problem.line - self.chunk.start_line
+        if not chunking.unterminated_string_kept(self.chunk.text, line, problem.column, piece.text):
+            return None
+        return SyntaxError(chunking.UNTERMINATED_STRING.format(line), ("<statement>", line, problem.column, None))
 
     def _same_tree(self, piece: Chunk, broken: tuple[int, int], blanked: str, problem: SyntaxError) -> ParsedChunk:
         """This statement's tree, for a new text whose broken lines blank to the same text."""
@@ -734,7 +747,7 @@ def _splice_text(chunk: ParsedChunk, old_text: str, new_text: str):
     return splice(chunk, old_text, new_text, start, len(old_text) - suffix, len(new_text) - suffix, parse_module)
 
 
-def localised(text: str, compiles: str | None = None) -> tuple[str, int, int, SyntaxError] | None:
+def localised(text: str, compiles: str | None = None, error: SyntaxError | None = None) -> tuple[str, int, int, SyntaxError] | None:
     """The text of a statement (a top-level chunk) with the lines of one broken statement inside it
     replaced, when that makes it compile: (text, first line, last line, Python's error), lines 1-based.
 
@@ -744,20 +757,23 @@ def localised(text: str, compiles: str | None = None) -> tuple[str, int, int, Sy
     others empty lines, so every other line keeps its number and text. A function of the text
     alone, so a fresh analysis and an edit-by-edit one blank the same lines. ``compiles`` is a text
     known to compile (the blanked text of the statement before a key typed on its broken line): a
-    candidate equal to it is not compiled again.
+    candidate equal to it is not compiled again. ``error``: Python's error for ``text``, when the
+    caller knows it without compiling (``ParsedChunk.spliced``).
     """
-    try:
-        check_syntax(text)
-        return None  # Python accepts it: LibCST refused something else, nothing to localise
-    except SyntaxError as error:
-        # kept past this frame: without its traceback and the LibCST error it was raised while
-        # handling, which would make a reference cycle through the frames (garbage only the
-        # cyclic collector frees, and the server runs it only when the user pauses)
-        problem = error.with_traceback(None)
-        problem.__context__ = None
-        line = error.lineno
-    except (ValueError, RecursionError, MemoryError):
-        return None
+    problem = error
+    if problem is None:
+        try:
+            check_syntax(text)
+            return None  # Python accepts it: LibCST refused something else, nothing to localise
+        except SyntaxError as raised:
+            # kept past this frame: without its traceback and the LibCST error it was raised while
+            # handling, which would make a reference cycle through the frames (garbage only the
+            # cyclic collector frees, and the server runs it only when the user pauses)
+            problem = raised.with_traceback(None)
+            problem.__context__ = None
+        except (ValueError, RecursionError, MemoryError):
+            return None
+    line = problem.lineno
     lines = text.split("\n")
     if line is None or not 1 < line <= len(lines):
         return None  # the top-level statement's own first line: nothing of it to keep

@@ -1,7 +1,14 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainlint.analysis.chunking import first_statement, one_statement, split_statements
+from trainlint.analysis.chunking import (
+    UNTERMINATED_STRING,
+    check_syntax,
+    first_statement,
+    one_statement,
+    split_statements,
+    unterminated_string_kept,
+)
 from trainlint.analysis.engine import analyze_source
 
 
@@ -164,3 +171,60 @@ def test_keys_typed_inside_brackets_left_open_end_the_statement_where_the_split_
         edited = text[:at] + typed[:count] + text[at:]
         rest = split_statements(edited)
         assert first_statement(edited) == (rest[0].text if rest else "")
+
+
+def _compiled_error(text: str) -> tuple | None:
+    """What the analysis reads of Python's error for ``text`` (``parsing._problem``), or None when it compiles."""
+    try:
+        check_syntax(text)
+    except SyntaxError as error:
+        return error.msg, error.lineno, error.offset
+    except ValueError:
+        return ("refused",)
+    return None
+
+
+_STRING_CODE = st.sampled_from(["x = ", "print(", "f(a, b=", "    y = g(", "if k in ", "return ", "é = ", "\tz = "])
+_LINES_AFTER = st.lists(st.sampled_from(["    a = 1", "    h = '''", "    )", "  i = 2", "    j = 'k'", "    return a", "    n = '\0'"]), max_size=4)
+_TYPED = st.text(alphabet="ab {}[]()'\"#\\\n\r\t\0:=é\udc80", max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    before_lines=st.lists(st.sampled_from(["    a = 1", "    for b in c:", "        d(b)", "", "    # note", "    e = (1,"]), max_size=4),
+    code=_STRING_CODE,
+    prefix=st.sampled_from(["", "f", "r", "b", "rb", "F", "u", "fr"]),
+    quote=st.sampled_from(["'", '"']),
+    first=_TYPED,
+    second=_TYPED,
+    after_lines=_LINES_AFTER,
+    edited_after=st.one_of(st.none(), _LINES_AFTER),
+)
+def test_an_unterminated_string_kept_is_the_error_a_compile_gives(
+    before_lines, code, prefix, quote, first, second, after_lines, edited_after
+):
+    """``unterminated_string_kept`` says the edited text fails as the text before did only when
+    compiling the edited text says so: a string typed inside a function, key after key."""
+    head = "\n".join(["def main():", *before_lines, "    " + code + prefix + quote])
+    tail = "".join("\n" + line for line in after_lines)
+    edited_tail = tail if edited_after is None else "".join("\n" + line for line in edited_after)
+    before, after = head + first + tail, head + second + edited_tail
+    error = _compiled_error(before)
+    if error is None or len(error) < 3 or error[0] != UNTERMINATED_STRING.format(error[1]):
+        return
+    if unterminated_string_kept(before, error[1], error[2], after):
+        assert _compiled_error(after) == error
+
+
+def test_an_unterminated_string_is_kept_while_the_key_types_inside_it():
+    head = 'def main():\n    for step in range(3):\n        print(f"step={step} '
+    before, tail = head + "lo", "\n        x = 1\n    return x\n"
+    line, column = 3, 15
+    assert _compiled_error(before + tail) == (UNTERMINATED_STRING.format(3), line, column)
+    for typed in ("los", "loss={loss:.4f}", "", "a'b", "{{é"):
+        assert unterminated_string_kept(before + tail, line, column, head + typed + tail)
+        assert _compiled_error(head + typed + tail) == (UNTERMINATED_STRING.format(3), line, column)
+    for typed in ('lo"', "lo\\", "lo\nx", "lo\r", "lo\0", "lo\udc80"):  # ends the string, carries it on, or is refused
+        assert not unterminated_string_kept(before + tail, line, column, head + typed + tail)
+    assert not unterminated_string_kept(before + tail, line, column, head.replace("step", "stop", 1) + "lo" + tail)
+    assert not unterminated_string_kept(before + tail, line, column, head + "lo" + tail + "y")

@@ -668,3 +668,32 @@ def test_a_test_of_the_mode_typed_into_forward_ends_the_hand_made_mask_finding_r
     assert ("TL211", DRAWN.strip()) in _shown(findings, typed)
     _, findings, _ = _typed(state, typed, gated, version)
     assert not any(code == "TL211" for code, _ in _shown(findings, gated))
+
+
+def test_a_string_typed_key_by_key_compiles_the_function_only_where_its_error_can_change(monkeypatch):
+    """While a key types inside a string left open, the function's error is the last key's (the
+    string still runs to the end of its line) and it is not compiled again; a backslash, which
+    carries the string on to the next line, and the closing quote are compiled. Each key's
+    findings, its syntax error among them, are a fresh analysis'."""
+    from trainlint.analysis import parsing
+
+    compiled: list[str] = []
+    check = parsing.check_syntax
+    monkeypatch.setattr(parsing, "check_syntax", lambda text: compiled.append(text) or check(text))
+    state = _opened()
+    text = SCRIPT.replace(BACKWARD, BACKWARD + '            print(f"l\n')
+    state.analyse(text, 1, SETTINGS)
+    typed = '            print(f"loss {loss.item():.4f} \\'
+    keys = []
+    for line in (typed, typed[:-1], typed[:-2] + '")'):
+        target = SCRIPT.replace(BACKWARD, BACKWARD + line + "\n")
+        while text != target:
+            text = one_key_towards(text, target)
+            compiled.clear()
+            findings = state.analyse(text, len(keys) + 2, SETTINGS).findings
+            keys.append(bool(compiled))
+            assert findings == _fresh(text), f"at: {text[-160:]!r}"
+    # the keys inside the string compile nothing; the backslash, its deletion and the closing quote do; the
+    # lines that parse need no compile
+    assert keys == [False] * len("oss {loss.item():.4f} ") + [True, True, True, False, False]
+    assert not any(finding.code == "TL000" for finding in findings)
