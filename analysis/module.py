@@ -863,10 +863,12 @@ def _cuda_evidence(text: str, start: int = 0, end: int | None = None) -> tuple[i
 
 
 def _cuda_line(module: ModuleAnalysis) -> int | None:
+    count_text_read()  # a search of the text: kept only while the text is, not while the trees are
     return module._cuda_line
 
 
 def _cuda_line_text(module: ModuleAnalysis) -> str:
+    count_text_read()
     return module._cuda_line_text
 
 

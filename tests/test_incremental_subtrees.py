@@ -697,3 +697,39 @@ def test_a_string_typed_key_by_key_compiles_the_function_only_where_its_error_ca
     # lines that parse need no compile
     assert keys == [False] * len("oss {loss.item():.4f} ") + [True, True, True, False, False]
     assert not any(finding.code == "TL000" for finding in findings)
+
+
+STEP_ON_THE_GPU = '''import torch
+
+
+def fit_one_epoch(net, criterion, optimizer, train_loader, val_loader):
+    total = 0.0
+    for images, targets in train_loader:
+        optimizer.zero_grad()
+        loss = sum(criterion(output, targets) for output in net(images.cuda()))
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    for images, targets in val_loader:
+        with torch.no_grad():
+            outputs = net(images.cuda())
+    return total
+'''
+FIRST_ON_THE_GPU = "        loss = sum(criterion(output, targets) for output in net(images.cuda()))\n"
+
+
+def test_the_line_that_shows_cuda_moves_when_keys_on_a_broken_line_delete_it():
+    """The first line showing CUDA is read from the text. Keys on a line that stays broken keep every
+    tree, and the line they delete `.cuda(` from is no longer the first: TL302's evidence names the
+    next one at once, as a fresh analysis does, not the line it named before the key."""
+    state = DocumentState(PATH, None)
+    assert state.analyse(STEP_ON_THE_GPU, 0, SETTINGS).findings == _fresh(STEP_ON_THE_GPU)
+    line = FIRST_ON_THE_GPU.rstrip("\n")
+    for version in range(1, len("cuda()))") + 1):  # backspace at the line's end: the first key breaks it
+        line = line[:-1]
+        text = STEP_ON_THE_GPU.replace(FIRST_ON_THE_GPU, line + "\n")
+        findings = state.analyse(text, version, SETTINGS).findings
+        assert findings == _fresh(text), line
+    lines = text.split("\n")
+    (sync,) = (finding for finding in findings if finding.code == "TL302")
+    assert any(lines[item.line - 1].strip() == "outputs = net(images.cuda())" for item in sync.evidence)
