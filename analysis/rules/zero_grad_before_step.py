@@ -7,7 +7,10 @@ steps): the loss does not move, the run burns its budget, and nothing crashes.
 
 The same happens across iterations under gradient accumulation: a clearing that runs on every
 iteration (or in every pass of a micro-batch loop) while the step runs only every N throws away what
-the earlier passes accumulated, so each step applies the last backward's gradient alone (also on one side
+the earlier passes accumulated, so each step applies the last backward's gradient alone (so does a clearing
+under the step's own every-N test placed before the backward, `if i % N == 0: opt.zero_grad()` ... `if i % N == 0:
+opt.step()`: the iteration that steps clears first; the test may be a method that returns a remainder test,
+`if self.should_step():`) (also on one side
 of a setting's test, `if fp16: scaler.step(opt)` / `else: opt.step()`, when that side clears on every
 iteration and the other does not); the backward may sit
 in a loop each iteration runs whole (truncated backpropagation over a sequence's slices), and rescaling the
