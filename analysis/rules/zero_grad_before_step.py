@@ -7,7 +7,10 @@ steps): the loss does not move, the run burns its budget, and nothing crashes.
 
 The same happens across iterations under gradient accumulation: a clearing that runs on every
 iteration (or in every pass of a micro-batch loop) while the step runs only every N throws away what
-the earlier passes accumulated, so each step applies the last backward's gradient alone (also on one side
+the earlier passes accumulated, so each step applies the last backward's gradient alone (so does a clearing
+under the step's own every-N test placed before the backward, `if i % N == 0: opt.zero_grad()` ... `if i % N == 0:
+opt.step()`: the iteration that steps clears first; the test may be a method that returns a remainder test,
+`if self.should_step():`) (also on one side
 of a setting's test, `if fp16: scaler.step(opt)` / `else: opt.step()`, when that side clears on every
 iteration and the other does not); the backward may sit
 in a loop each iteration runs whole (truncated backpropagation over a sequence's slices), and rescaling the
@@ -71,6 +74,7 @@ from trainlint.rules import (
     RuleContext,
     ScopeAnalysis,
     Severity,
+    StoreEvent,
     Tag,
     TextEdit,
     accumulates_into_grad,
@@ -126,6 +130,10 @@ class ZeroGradBeforeStep(Rule):
             wasted = _cleared_between_backwards(scope, items, loop)
             if wasted is not None and id(wasted[1][0].node) not in reported:
                 self._report_wasted(ctx, scope, loop, *wasted)
+                reported.add(id(wasted[1][0].node))
+            gated = _cleared_under_the_steps_test(scope, loop, items)
+            if gated is not None and id(gated[1][0].node) not in reported:
+                self._report_cleared_with_step(ctx, scope, *gated)
         # a step function with no loop of its own (`train_step(batch)`, called by a loop elsewhere or by a
         # framework): between its backward and its step nothing may clear either
         whole = list(ordered_events(scope, None))
@@ -146,6 +154,10 @@ class ZeroGradBeforeStep(Rule):
         gated = _every_n_calls_undone(scope)
         if gated is not None and id(gated[1][0].node) not in reported:
             self._report_undone(ctx, scope, *gated, unit="call")
+            reported.add(id(gated[1][0].node))
+        with_step = _cleared_under_the_steps_test(scope, None, straight)
+        if with_step is not None and id(with_step[1][0].node) not in reported:
+            self._report_cleared_with_step(ctx, scope, *with_step, unit="call")
         for step, backward, clear in _closures_cleared_last(scope):
             self._report_closure(ctx, step, backward, clear)
 
@@ -297,6 +309,31 @@ class ZeroGradBeforeStep(Rule):
             help=f"run `{clearing}` only right after `{stepping}` (in the same block)",
         )
 
+    def _report_cleared_with_step(self, ctx: RuleContext, scope: ScopeAnalysis, backward: CallEvent, cleared: Item, step: CallEvent,
+                                  test: Condition, unit: str = "iteration") -> None:
+        """The clearing and the step share one every-N test, the clearing before the backward: the passes that do
+        not step accumulate, and the pass that steps clears them before its own backward."""
+        clear, chain = cleared
+        site = chain[0] if chain and ctx.in_another_file(clear.chunk) else clear
+        clearing, stepping = written(clear), written(step)
+        shown = " ".join(clear.chunk.code_for(test.test).split()) if test.test is not None else "..."
+        when = f"when `{shown}` {'holds' if test.branch == 'if' else 'does not hold'}"
+        ctx.report(
+            site.node,
+            f"`{clearing}` and `{stepping}` both run only {when}, the clearing before `{written(backward)}`: the "
+            f"{unit}s that do not step add their gradients up, and the {unit} that steps clears them before its own "
+            "backward, so every step applies one backward's gradient alone and the accumulation does nothing",
+            evidence=[
+                ((backward.chunk, backward.node), f"gradients meant to add up over several {unit}s"),
+                ((clear.chunk, clear.node), "cleared here, before the backward, on the stepping " + unit),
+                *(((link.chunk, link.node), f"`{written(link)}` runs it here") for link in chain),
+                ((step.chunk, step.node), "the step, under the same test, after the backward"),
+            ],
+            chunk=site.chunk,
+            help=f"run `{clearing}` right after `{stepping}` (in the same block), or test the {unit} after the step "
+                 "(`(i + 1) % N == 0` for the step where the clearing tests `i % N == 0`)",
+        )
+
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop | None, backward: Item, clear: Item, step: Item) -> None:
         clear_event, clear_chain = clear
         step_event, _ = step
@@ -379,6 +416,53 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> Undone | None:
     return _micro_batches_undone(scope, loop, (step, ()))
 
 
+def _cleared_under_the_steps_test(scope: ScopeAnalysis, loop: Loop | None, items: list[Item]) -> tuple[CallEvent, Item, CallEvent, Condition] | None:
+    """(backward, clearing, step, test) when the one step runs under an every-N test (``if i % N == 0``, a name bound
+    to one, a counter on the object) and the clearing of its gradients under the same test, before a backward that
+    runs whatever the test says, with nothing the test reads changed between the clearing and the step: the
+    iteration that steps clears first, so the passes since the last step are thrown away and each step applies
+    its own pass alone. With the counter moved on in between (``self.micro += 1``), or the step testing the next
+    iteration (``(i + 1) % N``), the clearing follows a step and nothing is lost."""
+    steps = [(event, chain) for event, chain in items if isinstance(event, CallEvent) and is_optimizer_step(event)]
+    if len(steps) != 1 or _handles_gradients_itself(scope, loop):
+        return None
+    step, step_chain = steps[0]
+    counted = _counted_tests(scope, loop, step_chain[0] if step_chain else step)
+    tests = [c for c in path_conditions(step, step_chain, loop)
+             if c.test is not None and (_every_n(c.test, counted) or _counter_reset(c, loop, scope))]
+    position = items.index(steps[0])
+    for index, (event, chain) in enumerate(items[:position]):
+        if not clears_gradients(event) or _followed_helper(event) or not _same_gradients(event, step, items, chains=(chain, step_chain)):
+            continue
+        shared = [test for test in tests for c in path_conditions(event, chain, loop) if _same_side(c, test, scope)]
+        if not shared:
+            continue
+        backward = next((candidate for candidate, candidate_chain in items[index + 1:position] if _adds_to_grad(candidate)
+                         and not any(_same_test(c, shared[0], scope) for c in path_conditions(candidate, candidate_chain, loop))),
+                        None)
+        if backward is None or _test_moves(scope, shared[0], chain[0] if chain else event, step_chain[0] if step_chain else step):
+            continue
+        return backward, (event, chain), step, shared[0]
+    return None
+
+
+def _test_moves(scope: ScopeAnalysis, test: Condition, start: Event, end: Event) -> bool:
+    """Something between ``start`` and ``end`` assigns a name the test reads (the counter moved on)."""
+    assert test.test is not None
+    read = {dotted(node) for node in walk(test.test) if isinstance(node, (cst.Name, cst.Attribute))} - {None}
+    between = False
+    for event in scope.events:
+        if event is start:
+            between = True
+        elif event is end:
+            return False
+        elif between and isinstance(event, AssignEvent) and any(target in read for target in event.targets):
+            return True
+        elif between and isinstance(event, StoreEvent) and event.kind == "augassign" and event.container in read:
+            return True  # `self.micro += 1`
+    return True  # the order is not the one expected: say nothing
+
+
 def _cleared_every_iteration(scope: ScopeAnalysis, loop: Loop, step: CallEvent, every_iteration: Event, every_n: Condition,
                              holds: bool, side: Condition | None) -> Undone | None:
     """The backward and the clearing that run on every iteration before ``every_iteration`` (the step, or the
@@ -392,7 +476,7 @@ def _cleared_every_iteration(scope: ScopeAnalysis, loop: Loop, step: CallEvent, 
     backward = next((event for event, _ in candidates if _adds_to_grad(event)), None)
     if backward is None and side is None:
         backward = _backward_of_inner_loop(scope, loop, None if every_iteration is step else every_iteration)
-    clear = next(((event, chain) for event, chain in candidates if clears_gradients(event)), None)
+    clear = next(((event, chain) for event, chain in candidates if clears_gradients(event) and not _followed_helper(event)), None)
     if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
         return None
     if side is not None and not any(_same_side(condition, side, scope) for condition in path_conditions(*clear, loop)):
@@ -695,7 +779,7 @@ def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEv
         and (until is step or _before(scope, chain[0] if chain else event, until))  # after an early return: not every call
     ]
     backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
-    clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
+    clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event) and not _followed_helper(event)), None)
     if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
         return None
     return backward, clear, step, condition, holds
@@ -750,7 +834,8 @@ def _stepped_by_helper_every_n(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEv
         if not path_conditions(event, event_chain, loop) and _before(scope, event_chain[0] if event_chain else event, chain[0])
     ]
     backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
-    clear = next(((event, event_chain) for event, event_chain in unconditional if clears_gradients(event)), None)
+    clear = next(((event, event_chain) for event, event_chain in unconditional
+                  if clears_gradients(event) and not _followed_helper(event)), None)
     if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
         return None
     return backward, clear, step, every_n[0], every_n[0].branch == "if"
@@ -808,6 +893,8 @@ def _counted_tests(scope: ScopeAnalysis, loop: Loop | None, step: Event) -> froz
     for event in scope.events:
         if event is step:
             break
+        if isinstance(event, CallEvent) and event.function is not None and _returns_every_n(event.function.node):
+            counted.add(dotted(event.node.func) or "")  # `if self.should_step():`, a method returning `self.micro % n == 0`
         if not isinstance(event, AssignEvent) or event.context.loop is not loop:
             continue
         if not set(map(id, event.context.conditions_inside(loop))) <= around_step:
@@ -818,6 +905,12 @@ def _counted_tests(scope: ScopeAnalysis, loop: Loop | None, step: Event) -> froz
             else:
                 counted.discard(event.targets[0])
     return frozenset(counted)
+
+
+def _returns_every_n(function: cst.FunctionDef) -> bool:
+    """Every value the function returns is a remainder test (``return self.micro_steps % self.accum == 0``)."""
+    returned = [node.value for node in walk(function.body) if isinstance(node, cst.Return)]
+    return bool(returned) and all(value is not None and _every_n(value) for value in returned)
 
 
 def _before(scope: ScopeAnalysis, event: Event, later: Event) -> bool:
@@ -3177,6 +3270,116 @@ ZeroGradBeforeStep.MUST_FIRE = (
         no_fix=True,
         at="self.optimizer.zero_grad()",
     ),
+    Fires(  # the clearing and the step share one every-N test on the object's counter, the clearing before the backward:
+        # the call that steps clears the N - 1 calls' gradients first
+        """
+        class CausalLMTrainer:
+            def __init__(self, model, optimizer, scaler, gradient_accumulation_steps):
+                self.model = model
+                self.optimizer = optimizer
+                self.scaler = scaler
+                self.gradient_accumulation_steps = gradient_accumulation_steps
+                self.global_step = 0
+
+            def training_step(self, batch):
+                if self.global_step % self.gradient_accumulation_steps == 0:
+                    self.optimizer.zero_grad(set_to_none=True)
+                loss = self.model(**batch).loss / self.gradient_accumulation_steps
+                self.scaler.scale(loss).backward()
+                if self.global_step % self.gradient_accumulation_steps == 0:
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                self.global_step += 1
+                return loss.detach()
+        """,
+        no_fix=True,
+        at="self.optimizer.zero_grad(set_to_none=True)",
+    ),
+    Fires(  # the same in a loop, the test bound to a name once per iteration, the model from another file
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Classifier
+
+
+        def fit(loader, grad_accum, lr):
+            model = Classifier().cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+            scaler = torch.cuda.amp.GradScaler()
+            for i, (images, labels) in enumerate(loader):
+                accumulating = (i + 1) % grad_accum != 0
+                if not accumulating:
+                    optimizer.zero_grad()
+                with torch.autocast("cuda"):
+                    loss = F.cross_entropy(model(images.cuda()), labels.cuda()) / grad_accum
+                scaler.scale(loss).backward()
+                if not accumulating:
+                    scaler.step(optimizer)
+                    scaler.update()
+        """,
+        files={"models.py": """
+        import torch.nn as nn
+
+
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+
+            def forward(self, x):
+                return self.net(x)
+        """},
+        no_fix=True,
+        at="optimizer.zero_grad()",
+    ),
+    Fires(  # the trainer clears through a method of its own on every batch and steps when a method of its own says the
+        # count is due: the step applies the last batch's gradient alone
+        """
+        import torch
+
+        from schedule import build_optimizer
+
+
+        class Trainer:
+            def __init__(self, model, cfg):
+                self.model = model
+                self.optimizer = build_optimizer(model, cfg)
+                self.accum = cfg.accum
+                self.scaler = torch.cuda.amp.GradScaler(enabled=cfg.amp)
+                self.micro_steps = 0
+
+            def zero_grad(self):
+                self.optimizer.zero_grad(set_to_none=True)
+
+            def backward(self, loss):
+                self.scaler.scale(loss / self.accum).backward()
+
+            def should_step(self):
+                return self.micro_steps % self.accum == 0
+
+            def optimizer_step(self):
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+
+            def train_epoch(self, loader):
+                for batch in loader:
+                    self.zero_grad()
+                    self.backward(self.model(**batch).loss)
+                    self.micro_steps += 1
+                    if self.should_step():
+                        self.optimizer_step()
+        """,
+        files={"schedule.py": """
+        import torch
+
+
+        def build_optimizer(model, cfg):
+            return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        """},
+        no_fix=True,
+        at="self.optimizer.zero_grad(set_to_none=True)",
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
@@ -4217,5 +4420,101 @@ ZeroGradBeforeStep.MUST_NOT_FIRE = (
                     self.micro_step = 0
                 return loss.item()
         """
+    ),
+    Quiet(  # twin: the counter moves on between the clearing and the step, so the clearing follows the last step
+        """
+        class CausalLMTrainer:
+            def __init__(self, model, optimizer, gradient_accumulation_steps):
+                self.model = model
+                self.optimizer = optimizer
+                self.gradient_accumulation_steps = gradient_accumulation_steps
+                self.global_step = 0
+
+            def training_step(self, batch):
+                if self.global_step % self.gradient_accumulation_steps == 0:
+                    self.optimizer.zero_grad(set_to_none=True)
+                loss = self.model(**batch).loss / self.gradient_accumulation_steps
+                loss.backward()
+                self.global_step += 1
+                if self.global_step % self.gradient_accumulation_steps == 0:
+                    self.optimizer.step()
+                return loss.detach()
+        """
+    ),
+    Quiet(  # twin: the clearing tests this iteration, the step the next one (`(i + 1) % N`): it clears after each step
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Classifier
+
+
+        def fit(loader, grad_accum, lr):
+            model = Classifier().cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+            for i, (images, labels) in enumerate(loader):
+                if i % grad_accum == 0:
+                    optimizer.zero_grad()
+                loss = F.cross_entropy(model(images.cuda()), labels.cuda()) / grad_accum
+                loss.backward()
+                if (i + 1) % grad_accum == 0:
+                    optimizer.step()
+        """,
+        files={"models.py": """
+        import torch.nn as nn
+
+
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+
+            def forward(self, x):
+                return self.net(x)
+        """},
+    ),
+    Quiet(  # twin: the trainer clears through its own method right after the step its own method says is due
+        """
+        import torch
+
+        from schedule import build_optimizer
+
+
+        class Trainer:
+            def __init__(self, model, cfg):
+                self.model = model
+                self.optimizer = build_optimizer(model, cfg)
+                self.accum = cfg.accum
+                self.scaler = torch.cuda.amp.GradScaler(enabled=cfg.amp)
+                self.micro_steps = 0
+
+            def zero_grad(self):
+                self.optimizer.zero_grad(set_to_none=True)
+
+            def backward(self, loss):
+                self.scaler.scale(loss / self.accum).backward()
+
+            def should_step(self):
+                return self.micro_steps % self.accum == 0
+
+            def optimizer_step(self):
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+
+            def train_epoch(self, loader):
+                for batch in loader:
+                    self.backward(self.model(**batch).loss)
+                    self.micro_steps += 1
+                    if self.should_step():
+                        self.optimizer_step()
+                        self.zero_grad()
+        """,
+        files={"schedule.py": """
+        import torch
+
+
+        def build_optimizer(model, cfg):
+            return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        """},
     ),
 )
