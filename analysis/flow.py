@@ -42,7 +42,7 @@ from .statement_shapes import (
     self_accumulation,
     target_names,
 )
-from .summary import ClassInfo, FunctionInfo
+from .summary import FunctionInfo
 from .tree import literal_value
 from .values import (
     CONSTANT,
@@ -560,15 +560,6 @@ class ScopeAnalysis:
                 self._own_names = kept[node] = names_bound_in(node)
         return self._own_names
 
-    def _submodule_called(self, receiver: Value, name: str) -> Value | None:
-        """What ``model.<name>`` holds, where ``model`` is an instance of a workspace nn.Module class that defines no
-        method ``name`` and binds ``self.<name>`` to a module in ``__init__``: calling it runs that layer's forward."""
-        owner = receiver.detail if MODEL in receiver.tags else None
-        if not isinstance(owner, ClassInfo) or not self.summary.is_module_class(owner) or owner.find_method(name, self.summary) is not None:
-            return None
-        held = owner.attributes(self.summary).get(f"self.{name}")
-        return held if held is not None and MODEL in held.tags else None
-
     def _method_of_constructed(self, receiver_node: cst.BaseExpression, method: str, receiver: Value) -> FunctionInfo | None:
         """``evaluator.get_scores()`` where this scope bound ``evaluator = BertEvaluator(model, ...)``, or ``BertEvaluator(...)
         .get_scores()``, an instance of a workspace class that is not an nn.Module: the method that runs, to be followed.
@@ -817,9 +808,6 @@ class ScopeAnalysis:
             receiver_key = dotted(func.value)
             method = func.attr.value
             function = own_method or self._method_of_constructed(func.value, method, receiver)
-            held = self._submodule_called(receiver, method) if function is None and raw is not None else None
-            if held is not None:  # `gen.synthesis(w)`: a layer the model's class holds, run on its own
-                receiver, receiver_key, method = held, raw, None
         elif is_attribute and isinstance(func, cst.Attribute) and raw is not None:
             callee = self.canonical(raw)
             method = func.attr.value

@@ -160,6 +160,7 @@ from trainlint.analysis.libraries import (
     ModeFact,
     call_fact,
 )
+from trainlint.analysis.calls import held_layer
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     MAX_CALL_DEPTH,
@@ -1355,7 +1356,7 @@ class GradEnabledEval(Rule):
             read = f"; later statements read {names}" if read_later and names else ""
             # a workspace class's forward is read; a library object's call may turn grad off itself (an annotator
             # whose `__call__` runs under `no_grad()` and returns an image): what it does is not known here
-            known = forward.receiver is not None and isinstance(forward.receiver.detail, ClassInfo) or _layer_holder(scope, forward) is not None
+            known = forward.receiver is not None and isinstance(forward.receiver.detail, ClassInfo)
             unread = "" if known else (
                 f". `{forward.receiver_key or text}` is not a class of the workspace: whether its call records a graph "
                 "(or turns grad off itself) is not read, so this is a note"
@@ -2936,7 +2937,7 @@ def _model_method_returns_graph(ctx, call: CallEvent) -> bool:
     if helper is None and isinstance(receiver.detail, ClassInfo):
         helper = receiver.detail.find_method(call.method, ctx.summary)
     if helper is None:
-        return False
+        return held_layer(ctx.summary, receiver, call.method) is not None  # `gen.synthesis(w)`: a layer it holds
     analysis = helper.analysis(ctx.summary)
     return analysis is not None and Tag.GRAPH in analysis.return_value.tags and not _trains(list(calls_in(analysis, None)))
 
@@ -2950,35 +2951,23 @@ def _parameterless(ctx, call: CallEvent) -> bool:
     return isinstance(owner, ClassInfo) and owner.find_method("__init__", ctx.summary) is None
 
 
-def _layer_holder(scope: ScopeAnalysis, call: CallEvent) -> tuple[str | None, Value] | None:
-    """``gen.synthesis(w)``, a layer that a model of a workspace class holds, run on its own (flow: the module's
-    attribute called): the model that holds it and its value; trained or not, known or not, as that model is."""
-    func = call.node.func
-    if call.method is not None or not isinstance(func, cst.Attribute) or (call.receiver_key or "").startswith("self."):
-        return None
-    holder = scope.value_at(func.value)
-    if holder is None or Tag.MODEL not in holder.tags or not isinstance(holder.detail, ClassInfo):
-        return None
-    return dotted(func.value), holder
-
-
 def _built_untrained(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> bool:
     """The model is built here and nothing loads weights into it (in a file that trains nothing):
     running it shows shapes, as a tutorial's demo does, not predictions worth a pass. In a script,
     the model is built by an earlier top-level statement: its value says where."""
-    key, receiver = _layer_holder(scope, call) or (call.receiver_key, call.receiver)
+    key = call.receiver_key
     binding = scope.last_binding(key) if key is not None else None
     if binding is not None:
         chunk, made = binding.chunk, binding.value_node
-    elif scope.function is None and receiver is not None and receiver.site is not None:
-        chunk, made = receiver.site
+    elif scope.function is None and call.receiver is not None and call.receiver.site is not None:
+        chunk, made = call.receiver.site
     else:
         return False
     if not isinstance(made, cst.Call):
         return False
     if _LOADS_WEIGHTS.search(chunk.code_for(made)):
         return False  # `AutoModel.from_pretrained(...)`, `load_model(path)`
-    model = receiver.detail if receiver is not None else None
+    model = call.receiver.detail if call.receiver is not None else None
     if isinstance(model, ClassInfo) and restores_own_weights(module.summary, model) is not None:
         return False  # its constructor loads the checkpoint itself (`torch.load`, then `nn.Parameter(w[...])`)
     return not loads_weights_into(key, scope.calls() if scope.function is not None else module.all_calls(), _LOADS_WEIGHTS)
