@@ -219,7 +219,7 @@ class FunctionInfo:
 
 
 class ClassInfo:
-    __slots__ = ("name", "node", "chunk", "bases", "methods", "home", "asked_subclasses", "_attributes", "_output", "_assigned")
+    __slots__ = ("name", "node", "chunk", "bases", "methods", "home", "asked_subclasses", "_attributes", "_output", "_assigned", "_placeholders")
 
     def __init__(self, name: str, node: cst.ClassDef, chunk: ParsedChunk, bases: tuple[str, ...]) -> None:
         self.name = name
@@ -234,6 +234,7 @@ class ClassInfo:
         self._attributes: dict[str, Value] | None = None
         self._output: Value | None = None
         self._assigned: dict[str, str] | None = None  # "self.x" -> the first method (after __init__) that binds it
+        self._placeholders: frozenset[str] | None = None  # the "self.x" that __init__ binds to None
 
     def forget_flows(self, walked_again: set[FunctionInfo]) -> None:
         """Forget what was read of the flows of methods that are walked again (after an edit). What
@@ -276,15 +277,16 @@ class ClassInfo:
     def _none_placeholders(self) -> frozenset[str]:
         """The ``self.<name>`` keys ``__init__`` binds to ``None`` (``self._model = None``, filled by a `load()`)."""
         init = self.methods.get("__init__")
-        if init is None or not isinstance(init.node.body, cst.IndentedBlock):
-            return frozenset()
-        return frozenset(
+        if self._placeholders is not None or init is None or not isinstance(init.node.body, cst.IndentedBlock):
+            return self._placeholders or frozenset()
+        self._placeholders = frozenset(
             f"self.{target.target.attr.value}"
             for line in init.node.body.body if isinstance(line, cst.SimpleStatementLine)
             for small in line.body if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == "None"
             for target in small.targets
             if isinstance(target.target, cst.Attribute) and isinstance(target.target.value, cst.Name) and target.target.value.value == "self"
         )
+        return self._placeholders
 
     def _filled_by_a_method(self, key: str, summary: ModuleSummary) -> Value | None:
         """What another method of the class binds to ``key`` where ``__init__`` leaves ``None`` as a placeholder: the
