@@ -142,6 +142,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere, callers_further
+from trainlint.analysis.calls import held_layer
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, own_returns, program_trains
@@ -160,7 +161,6 @@ from trainlint.analysis.libraries import (
     ModeFact,
     call_fact,
 )
-from trainlint.analysis.calls import held_layer
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     MAX_CALL_DEPTH,
