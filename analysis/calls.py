@@ -132,6 +132,16 @@ def _called_value_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value
     return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
 
 
+def held_layer(summary, receiver: Value, name: str) -> Value | None:
+    """What ``model.<name>`` holds, where ``model`` is an instance of a workspace nn.Module class that defines no
+    method ``name`` and binds ``self.<name>`` to a module in ``__init__``: calling it runs that layer's forward."""
+    owner = receiver.detail if MODEL in receiver.tags else None
+    if not isinstance(owner, ClassInfo) or not summary.is_module_class(owner) or owner.find_method(name, summary) is not None:
+        return None
+    held = owner.attributes(summary).get(f"self.{name}")
+    return held if held is not None and MODEL in held.tags else None
+
+
 def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, method: str, site, grad_on: bool) -> Value:
     """Calling a method of a value: ``loss.detach()``, ``model.forward(x)``, ``accelerator.prepare(...)``."""
     args = event.args
@@ -150,6 +160,9 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
         return Value((MODEL,), site=site, note=f"`{quoted(scope.chunk, event.node)}` ({receiver.note or 'an nn.Module class'})", detail=receiver.detail)
     if method == "backward":
         return UNKNOWN
+    held = held_layer(scope.summary, receiver, method)
+    if held is not None:  # `gen.synthesis(w)`: a layer the model holds, run on its own
+        return _called_value_result(scope, event, held, site, grad_on)
     if MODEL in tags or ENGINE in tags:
         if method in torchapi.MODULE_SELF_METHODS:
             return receiver

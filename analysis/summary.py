@@ -22,7 +22,7 @@ from .events import CallEvent, backward_target, is_backward
 from .names import canonical, dotted, imports_of, last_part, star_imported, star_target
 from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, UnparsedChunk
 from .tree import small_statement_facts
-from .values import UNKNOWN, Value, value_key
+from .values import CONSTANT, UNKNOWN, Value, value_key
 
 if TYPE_CHECKING:
     from .flow import ScopeAnalysis
@@ -219,7 +219,7 @@ class FunctionInfo:
 
 
 class ClassInfo:
-    __slots__ = ("name", "node", "chunk", "bases", "methods", "home", "asked_subclasses", "_attributes", "_output", "_assigned")
+    __slots__ = ("name", "node", "chunk", "bases", "methods", "home", "asked_subclasses", "_attributes", "_output", "_assigned", "_placeholders")
 
     def __init__(self, name: str, node: cst.ClassDef, chunk: ParsedChunk, bases: tuple[str, ...]) -> None:
         self.name = name
@@ -234,6 +234,7 @@ class ClassInfo:
         self._attributes: dict[str, Value] | None = None
         self._output: Value | None = None
         self._assigned: dict[str, str] | None = None  # "self.x" -> the first method (after __init__) that binds it
+        self._placeholders: frozenset[str] | None = None  # the "self.x" that __init__ binds to None
 
     def forget_flows(self, walked_again: set[FunctionInfo]) -> None:
         """Forget what was read of the flows of methods that are walked again (after an edit). What
@@ -262,6 +263,8 @@ class ClassInfo:
         """What ``self.<name>`` holds in any method: bound in ``__init__`` (or ``setup``/``build``), or
         else in the one method that binds it (``initialize_module``); None when no method binds it."""
         known = self.attributes(summary).get(key)
+        if known is not None and key in self._none_placeholders():
+            return self._filled_by_a_method(key, summary) or known
         if known is not None:
             return known
         binder = self.assigned_attributes().get(key)
@@ -270,6 +273,33 @@ class ClassInfo:
         if analysis is None:  # being analysed: what it binds is not known yet
             return UNKNOWN if binder else None
         return analysis.final_env.get(key, UNKNOWN)
+
+    def _none_placeholders(self) -> frozenset[str]:
+        """The ``self.<name>`` keys ``__init__`` binds to ``None`` (``self._model = None``, filled by a `load()`)."""
+        init = self.methods.get("__init__")
+        if self._placeholders is not None or init is None or not isinstance(init.node.body, cst.IndentedBlock):
+            return self._placeholders or frozenset()
+        self._placeholders = frozenset(
+            f"self.{target.target.attr.value}"
+            for line in init.node.body.body if isinstance(line, cst.SimpleStatementLine)
+            for small in line.body if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == "None"
+            for target in small.targets
+            if isinstance(target.target, cst.Attribute) and isinstance(target.target.value, cst.Name) and target.target.value.value == "self"
+        )
+        return self._placeholders
+
+    def _filled_by_a_method(self, key: str, summary: ModuleSummary) -> Value | None:
+        """What another method of the class binds to ``key`` where ``__init__`` leaves ``None`` as a placeholder: the
+        value the methods that read it after that method ran see (a model a lazy `load()` builds); None if no other
+        method binds a value that is not a constant."""
+        for method in self.methods.values():
+            if method.name in ("__init__", "setup", "build") or key not in self_targets_kept(self.chunk, method.node):
+                continue
+            analysis = method.analysis(self.home or summary)
+            found = analysis.final_env.get(key) if analysis is not None else None
+            if found is not None and found.tags and not found.tags <= {CONSTANT}:
+                return found
+        return None
 
     def assigned_attributes(self) -> dict[str, str]:
         """Every ``self.<name>`` some method of the class assigns (read from the text, no flow), with the
@@ -320,7 +350,7 @@ class ClassInfo:
 class ChunkFacts:
     """What one top-level statement contributes to the module summary."""
 
-    __slots__ = ("imports", "stars", "functions", "classes", "bindings")
+    __slots__ = ("imports", "stars", "functions", "classes", "bindings", "global_bindings")
 
     @property
     def defined_names(self) -> set[str]:
@@ -333,6 +363,9 @@ class ChunkFacts:
         self.functions: dict[str, FunctionInfo] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.bindings: list[tuple[str, cst.BaseExpression, int | None]] = []
+        # module-level names a top-level function declares `global` and binds (`global _model; _model = Net()` in a
+        # `load_model()`): what functions read once it has run, where the module level binds only a placeholder
+        self.global_bindings: list[tuple[str, cst.BaseExpression]] = []
         for statement in chunk.body:
             self._collect(statement, chunk)
 
@@ -364,6 +397,7 @@ class ChunkFacts:
                     self._bind(small.target, small.value)
         elif isinstance(statement, cst.FunctionDef):
             self.functions[statement.name.value] = FunctionInfo(statement.name.value, statement, chunk, None)
+            self.global_bindings.extend(_global_bindings(statement))
         elif isinstance(statement, cst.ClassDef):
             bases = tuple(dotted(arg.value) or "" for arg in statement.bases)
             info = ClassInfo(statement.name.value, statement, chunk, bases)
@@ -384,6 +418,33 @@ class ChunkFacts:
             for index, element in enumerate(target.elements):
                 if isinstance(element.value, cst.Name):
                     self.bindings.append((element.value.value, value, index))
+
+
+def _is_none(expression: cst.BaseExpression) -> bool:
+    return isinstance(expression, cst.Name) and expression.value == "None"
+
+
+def _global_bindings(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    """The assignments of the names ``function`` declares ``global``, in its body's statements and the blocks of its
+    `if`/`try`/`with` statements (not in nested functions, whose names are their own)."""
+    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
+    declared: set[str] = set()
+    assigned: list[tuple[str, cst.BaseExpression]] = []
+
+    def collect(statements) -> None:
+        for statement in statements:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Global):
+                        declared.update(item.name.value for item in small.names)
+                    elif isinstance(small, cst.Assign):
+                        assigned.extend((target.target.value, small.value) for target in small.targets if isinstance(target.target, cst.Name))
+            elif isinstance(statement, (cst.If, cst.Try, cst.With)):
+                for block in _blocks_of(statement):
+                    collect(block)
+
+    collect(body)
+    return [(name, value) for name, value in assigned if name in declared]
 
 
 def exported(analysis: ScopeAnalysis) -> tuple:
@@ -531,6 +592,8 @@ class ModuleSummary:
         self.stars: list[str] = []
         # name -> [(chunk index, value expression, tuple index)], in order
         self.bindings: dict[str, list[tuple[int, cst.BaseExpression, int | None]]] = WholeModuleDict()
+        # name -> [(chunk index of the function, value expression)]: ChunkFacts.global_bindings
+        self.global_bindings: dict[str, list[tuple[int, cst.BaseExpression]]] = WholeModuleDict()
         self._facts = facts
         self._on_parsed = on_parsed
         # name -> indexes of the unparsed definitions of that name (a def or class binds nothing else)
@@ -544,6 +607,8 @@ class ModuleSummary:
             self.stars.extend(chunk_facts.stars)
             for name, expression, index in chunk_facts.bindings:
                 self.bindings.setdefault(name, []).append((chunk.index, expression, index))
+            for name, expression in chunk_facts.global_bindings:
+                self.global_bindings.setdefault(name, []).append((chunk.index, expression))
         # set once every definition is parsed and in the tables (another thread may be parsing them)
         self.complete = not self._unparsed
         self.functions: dict[str, FunctionInfo] = _Definitions(self) if self._unparsed else WholeModuleDict()
@@ -582,6 +647,8 @@ class ModuleSummary:
                 indexes = self._unparsed.pop(name, [])
             for index in indexes:
                 chunk_facts = self._facts[index] = ChunkFacts(self.chunks[index])
+                for bound, expression in chunk_facts.global_bindings:
+                    self.global_bindings.setdefault(bound, []).append((index, expression))
                 if self._on_parsed is not None:
                     self._on_parsed(chunk_facts)
             if indexes:
@@ -653,6 +720,9 @@ class ModuleSummary:
         if not candidates:
             return None
         chunk_index, expression, item = candidates[-1]
+        filled = self._filled_by_functions(name) if before_chunk is None and _is_none(expression) else None
+        if filled:  # a placeholder the module level leaves for a loader function to fill: functions read what it binds
+            (chunk_index, expression), item = max(filled, key=lambda entry: entry[0]), None
         key = (name, chunk_index)
         cached = self._values.get(key)
         if cached is not None:
@@ -668,6 +738,16 @@ class ModuleSummary:
             self._evaluating.discard(key)
         self._values[key] = value
         return value
+
+    def _filled_by_functions(self, name: str) -> list[tuple[int, cst.BaseExpression]] | None:
+        """The bindings of ``name`` by top-level functions that declare it ``global`` (``ChunkFacts.global_bindings``),
+        parsing first the unparsed definitions whose words hold both ``global`` and the name."""
+        if not self.complete:
+            with DEFERRED_PARSE_LOCK:
+                for defined, indexes in list(self._unparsed.items()):
+                    if any({"global", name} <= self.chunks[index].words for index in indexes):
+                        self.parse_definitions(defined)
+        return self.global_bindings.get(name)
 
     def local_class(self, raw: str) -> ClassInfo | None:
         """A class defined in this module, or (``raw`` canonical and dotted) imported from a workspace file."""

@@ -142,6 +142,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere, callers_further
+from trainlint.analysis.calls import held_layer
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, own_returns, program_trains
@@ -1208,14 +1209,21 @@ class GradEnabledEval(Rule):
         # neither: grad is its callers' to decide, where they are in other files (an agent's `act`, held by a rollout
         # object; a predictor's `predict`, run by a command-line script), or nowhere in view (a library's entry point)
         left_to_callers = served is None and not script
-        if left_to_callers and (_callers(module, info) or not _grad_left_to_other_files(module, info)):
-            return False  # a caller in this file is the pass that its own checks read
+        if left_to_callers and not _grad_left_to_other_files(module, info):
+            return False  # a caller in this file decides how grad stands (under no_grad(), or run by its module level)
+        # a model handed in by a caller of this file is that caller's pass, which its own checks read
+        parameters = info.node.params
+        handed = frozenset(
+            param.name.value for param in (*parameters.posonly_params, *parameters.params, *parameters.kwonly_params)
+        ) if left_to_callers and _callers(module, info) else frozenset()
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is None or script and not any(_reads_values(cut) for cut in dropped.cuts):
                 continue  # in a script, only a pass whose numbers are used: not a shape check, not a warm-up
             if left_to_callers:
+                if (forward.receiver_key or "").split(".")[0] in handed:
+                    continue
                 numbers = next((cut for cut in dropped.cuts if _turned_into_numbers(scope, info.node, cut)), None)
                 if numbers is None and not dropped.cuts:
                     # consumed by graph-free operations (a comparison, an index): what the function returns says
@@ -2929,7 +2937,7 @@ def _model_method_returns_graph(ctx, call: CallEvent) -> bool:
     if helper is None and isinstance(receiver.detail, ClassInfo):
         helper = receiver.detail.find_method(call.method, ctx.summary)
     if helper is None:
-        return False
+        return held_layer(ctx.summary, receiver, call.method) is not None  # `gen.synthesis(w)`: a layer it holds
     analysis = helper.analysis(ctx.summary)
     return analysis is not None and Tag.GRAPH in analysis.return_value.tags and not _trains(list(calls_in(analysis, None)))
 
@@ -3569,6 +3577,132 @@ _COLLECTOR = {"collector.py": """
                 following, reward, done, _ = self.env.step(action)
                 self.buffer.append((observation, action, reward, following, done))
                 observation = self.env.reset() if done else following
+"""}
+# A speaker-embedding module whose encoder a loader function fills in (`global`) after the module level bound a
+# placeholder `None`, and whose helper only this file calls, from a function only other files call
+_SPEAKER_EMBEDDER = """
+    import numpy as np
+    import torch
+
+    from nets import SpeakerNet
+
+    _encoder = None
+
+
+    def load_encoder(path):
+        global _encoder
+        _encoder = SpeakerNet()
+        _encoder.load_state_dict(torch.load(path, map_location="cpu"))
+        _encoder.eval()
+
+
+    def _embed_frames(frames):
+        x = torch.from_numpy(frames)
+        return _encoder(x).cpu().numpy()
+
+
+    def embed_recording(wav, hop=160):
+        frames = np.stack([wav[i:i + hop] for i in range(0, len(wav) - hop, hop)])
+        mean = _embed_frames(frames).mean(axis=0)
+        return mean / np.linalg.norm(mean)
+"""
+_SPEAKER_FILES = {"build_index.py": """
+    import sys
+
+    import numpy as np
+
+    import train as voices
+
+    voices.load_encoder(sys.argv[1])
+    for path in sys.argv[2:]:
+        np.save(path + ".npy", voices.embed_recording(np.load(path)))
+""", "nets.py": """
+    from torch import nn
+
+
+    class SpeakerNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(160, 128, batch_first=True)
+            self.head = nn.Linear(128, 64)
+
+        def forward(self, x):
+            out, _ = self.rnn(x.unsqueeze(0))
+            return self.head(out[0])
+"""}
+# A vocoder wrapper whose network a lazy `load()` builds where `__init__` left `None`
+_VOCODER = """
+    import torch
+
+    from nets import Upsampler
+
+
+    class Vocoder:
+        def __init__(self, checkpoint):
+            self.checkpoint = checkpoint
+            self._net = None
+
+        def load(self):
+            self._net = Upsampler()
+            self._net.load_state_dict(torch.load(self.checkpoint))
+            self._net.eval()
+
+        def render(self, mel):
+            if self._net is None:
+                self.load()
+            wave = self._net(torch.as_tensor(mel).unsqueeze(0))
+            return wave.squeeze(0).cpu().numpy()
+"""
+_VOCODER_FILES = {"speak.py": """
+    import sys
+
+    import numpy as np
+
+    from train import Vocoder
+
+    vocoder = Vocoder(sys.argv[1])
+    np.save(sys.argv[3], vocoder.render(np.load(sys.argv[2])))
+""", "nets.py": """
+    from torch import nn
+
+
+    class Upsampler(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.ConvTranspose1d(80, 32, 16, stride=8), nn.Tanh(), nn.Conv1d(32, 1, 7, padding=3))
+
+        def forward(self, mel):
+            return self.body(mel)
+"""}
+# A latent walk run through the layers a trained generator holds (`generator.mapping`, `generator.synthesis`)
+_LATENT_WALK = """
+    import sys
+
+    import torch
+    from torchvision.utils import save_image
+
+    from nets import StyleGenerator
+
+    generator = StyleGenerator(256)
+    generator.load_state_dict(torch.load(sys.argv[1])["ema"])
+    generator.eval()
+    direction = torch.load(sys.argv[2])
+    codes = generator.mapping(torch.randn(8, 256))
+    images = generator.synthesis(torch.cat([codes - direction, codes + direction]))
+    save_image(images, "walk.png", nrow=8, normalize=True)
+"""
+_STYLE_NETS = {"nets.py": """
+    from torch import nn
+
+
+    class StyleGenerator(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.mapping = nn.Sequential(nn.Linear(width, width), nn.LeakyReLU(0.2), nn.Linear(width, width))
+            self.synthesis = nn.Sequential(nn.Linear(width, 3 * 32 * 32), nn.Tanh(), nn.Unflatten(1, (3, 32, 32)))
+
+        def forward(self, z):
+            return self.synthesis(self.mapping(z))
 """}
 # REINFORCE's agent: the log-probability it returns carries the graph to the update's backward
 _SAMPLING_AGENT = """
@@ -7446,9 +7580,88 @@ GradEnabledEval.MUST_FIRE = (
         unsafe=True,
         at="choice = pick(torch.as_tensor(state, dtype=torch.float32)).argmax().item()",
     ),
+    Fires(  # the encoder a loader fills into a module-level placeholder; the helper's one caller here is itself left to
+        # other files, one of which runs it from its module level
+        _SPEAKER_EMBEDDER,
+        fixed=_SPEAKER_EMBEDDER.replace(
+            "    return _encoder(x).cpu().numpy()", "    with torch.no_grad():\n            return _encoder(x).cpu().numpy()"
+        ),
+        files=_SPEAKER_FILES,
+        unsafe=True,
+        at="return _encoder(x).cpu().numpy()",
+    ),
+    Fires(  # the network a lazy `load()` builds where `__init__` left `None`, run by a script's module level elsewhere
+        _VOCODER,
+        fixed=_VOCODER.replace(
+            "        wave = self._net(", "        with torch.no_grad():\n                wave = self._net("
+        ),
+        files=_VOCODER_FILES,
+        unsafe=True,
+        at="wave = self._net(torch.as_tensor(mel).unsqueeze(0))",
+    ),
+    Fires(  # the trained generator's layers, run one by one at a script's module level, the images saved
+        _LATENT_WALK,
+        fixed=_LATENT_WALK.replace("    codes = ", "    with torch.no_grad():\n        codes = ").replace(
+            "    images = ", "    with torch.no_grad():\n        images = "
+        ),
+        files=_STYLE_NETS,
+        unsafe=True,
+        count=2,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: the embedding helper turns grad off itself
+        _SPEAKER_EMBEDDER.replace("    def _embed_frames(", "    @torch.no_grad()\n    def _embed_frames("),
+        files=_SPEAKER_FILES,
+    ),
+    Quiet(  # twin: the module-level placeholder filled by a set-up function is the model a training step backwards through
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from nets import SpeakerNet
+
+        _encoder = None
+        _optimizer = None
+
+
+        def setup(lr):
+            global _encoder, _optimizer
+            _encoder = SpeakerNet()
+            _optimizer = torch.optim.Adam(_encoder.parameters(), lr=lr)
+
+
+        def train_step(frames, targets):
+            loss = F.mse_loss(_encoder(torch.from_numpy(frames)), targets)
+            _optimizer.zero_grad()
+            loss.backward()
+            _optimizer.step()
+            return loss.item()
+        """,
+        files=_SPEAKER_FILES,
+    ),
+    Quiet(  # twin: the vocoder renders under inference_mode()
+        _VOCODER.replace("    def render(", "    @torch.inference_mode()\n        def render("),
+        files=_VOCODER_FILES,
+    ),
+    Quiet(  # twin: the generator's layers run one by one in training: the loss backwards through both
+        """
+        import torch
+
+        from nets import StyleGenerator
+
+        generator = StyleGenerator(256)
+        opt = torch.optim.Adam(generator.parameters(), lr=2e-4)
+        for target in torch.load("targets.pt"):
+            codes = generator.mapping(torch.randn(target.size(0), 256))
+            loss = (generator.synthesis(codes) - target).abs().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+        files=_STYLE_NETS,
+    ),
     Quiet(  # twin: the script scores its trials under `no_grad()`
         _VERIFIER.format(decorator=""),
         files={"verify_trials.py": _TRIALS_SCRIPT.format(trials="    with torch.no_grad():\n    " + _TRIALS_LOOP.replace("\n", "\n    "))},
