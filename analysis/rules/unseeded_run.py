@@ -14,7 +14,9 @@ seeding in a parent process whose `mp.spawn` workers start with fresh generators
 none), and seeding torch only after the model was built (its initial weights were drawn unseeded). A script that seeds nothing while it imports the project's own helper that seeds torch and
 the others (`opennre.fix_seed`), never calling it, is a warning: the project seeds its runs and this
 one was left out. A private generator seeded with a literal (`random.Random(12345)` for a fixed split) seeds
-nothing else. A training entry point that seeds
+nothing else. A dataset's per-sample draws (`__getitem__`, a transform's `__call__`) are seeded through torch
+when a DataLoader runs them in workers (`num_workers` given, not 0): PyTorch seeds torch, numpy and `random` in
+each worker from a base seed drawn from torch's generator (a library fact). A training entry point that seeds
 nothing at all starts every run from different initial weights, dropout masks and batch orders
 (a note, on its `__main__` block or, without one, on the script's first statement).
 
@@ -42,7 +44,13 @@ from typing import NamedTuple, TypeVar, cast
 import libcst as cst
 
 from trainlint.analysis.dependencies import kept_with_scope
-from trainlint.analysis.libraries import DRAWS_GLOBAL_NUMPY, SEEDS_WHEN_BUILT, STARTS_FRESH_PROCESSES, call_fact
+from trainlint.analysis.libraries import (
+    DRAWS_GLOBAL_NUMPY,
+    SEEDS_ITS_WORKERS,
+    SEEDS_WHEN_BUILT,
+    STARTS_FRESH_PROCESSES,
+    call_fact,
+)
 from trainlint.analysis.patterns import argument_passed
 from trainlint.analysis.torchapi import is_parameterless_layer, mentions_rank
 from trainlint.rules import (
@@ -334,13 +342,20 @@ def _verdict(module: ModuleView) -> _Verdict | None:
     seeded: dict[str, list[CallEvent]] = {library: [] for library in LIBRARIES}
     used: dict[str, list[tuple[CallEvent, str]]] = {library: [] for library in LIBRARIES}
     parts = [_per_scope(module, scope, _randomness) for scope in scopes]
+    workers: list[bool] = []
+
+    def in_workers() -> bool:  # asked only of a per-sample draw
+        if not workers:
+            workers.append(any(_per_scope(module, scope, _gives_workers) for scope in scopes))
+        return workers[0]
+
     seed_arguments = frozenset().union(*(part.seed_arguments for part in parts))
     for part in parts:
         for call, libraries in part.seeding:
             for library in libraries:
                 seeded[library].append(call)
         for call, (library, purpose) in part.drawing:
-            if id(call.node) not in seed_arguments:
+            if id(call.node) not in seed_arguments and not (_per_sample(call.scope.function) and in_workers()):
                 # `generator.manual_seed(random.randint(...))` picks a random seed on purpose: not a use
                 used[library].append((call, purpose))
     if training and not used[TORCH]:
@@ -353,8 +368,9 @@ def _verdict(module: ModuleView) -> _Verdict | None:
             for call, libraries, draws in _per_scope(module, scope, _reached_in_other_files):
                 for library in libraries:
                     reached_seeds.setdefault(library, call)
-                for library, purpose in draws:
-                    used[library].append((call, purpose))
+                for library, purpose, per_sample in draws:
+                    if not (per_sample and in_workers()):
+                        used[library].append((call, purpose))
         for library, call in reached_seeds.items():
             seeded[library].append(call)
     spawns = [spawn for part in parts for spawn in part.spawns]
@@ -624,15 +640,15 @@ def _is_backward_call(call: CallEvent) -> bool:
 
 def _reached_in_other_files(
     module: ModuleView, scope: ScopeAnalysis,
-) -> list[tuple[CallEvent, tuple[str, ...], list[tuple[str, str]]]]:
+) -> list[tuple[CallEvent, tuple[str, ...], list[tuple[str, str, bool]]]]:
     """For each call of the scope that runs code in the script's other files, the libraries what it runs
-    there seeds, and its draws there (library, what for). dinov2's `linear.py` calls `setup_and_build_model(args)`,
+    there seeds, and its draws there (library, what for, whether a dataset's per-sample code draws it). dinov2's `linear.py` calls `setup_and_build_model(args)`,
     which reaches `fix_random_seeds` three files away; a replay buffer built from `replay_memory.py`
     samples its batches with `random.sample` there."""
     found = []
     for call in scope.calls():
         seeds: dict[str, None] = {}  # in the order they are reached
-        draws: list[tuple[str, str]] = []
+        draws: list[tuple[str, str, bool]] = []
         for function, reached in _runs_elsewhere(module, call):
             if reached.function is None and not _seeds_per_process(reached) and not _private_generator(reached):
                 # a library's own generator (a sampler's `generator.manual_seed(seed)`) is not the run's seeding
@@ -640,10 +656,38 @@ def _reached_in_other_files(
             drawn = _draw(reached)
             if drawn is not None and not _draws_a_seed_or_port(reached):
                 where = f"`{function.qualified_name}`, {_file_name(reached)} line {_line(reached)}"
-                draws.append((drawn[0], f"{drawn[1]}: `{quoted(reached.chunk, reached.node, 40)}` in {where}"))
+                draws.append((drawn[0], f"{drawn[1]}: `{quoted(reached.chunk, reached.node, 40)}` in {where}", _per_sample(function)))
         if seeds or draws:
             found.append((call, tuple(seeds), draws))
     return found
+
+
+# The methods a DataLoader calls for each sample: a map-style dataset's item, an iterable one's items, a transform.
+_PER_SAMPLE_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__call__"})
+
+
+def _per_sample(function: FunctionInfo | None) -> bool:
+    return function is not None and function.owner is not None and function.name in _PER_SAMPLE_METHODS
+
+
+def _gives_workers(module: ModuleView, scope: ScopeAnalysis) -> bool:
+    """The scope builds a DataLoader, here or in the files its calls reach, whose `num_workers` is given and is
+    not 0 (or may be given through `**kwargs`): its dataset's per-sample code runs in workers that PyTorch seeds
+    from torch's generator (libraries.SEEDS_ITS_WORKERS), so torch's seed reaches their numpy and `random` draws."""
+    return any(
+        _starts_workers(call) or any(_starts_workers(reached) for _, reached in _runs_elsewhere(module, call))
+        for call in scope.calls()
+    )
+
+
+def _starts_workers(call: CallEvent) -> bool:
+    fact = call_fact(call.callee, SEEDS_ITS_WORKERS)
+    if fact is None:
+        return False
+    given = next((call.keyword(keyword) for keyword in fact.arguments if call.keyword(keyword) is not None), None)
+    if given is not None:
+        return not (isinstance(given.value, cst.Integer) and literal_value(given.value) == 0)
+    return any(arg.star == "**" for arg in call.arg_nodes)
 
 
 def _spawned_unseeded(
@@ -1041,6 +1085,46 @@ _SPLIT_MODULE = """
 """
 
 UnseededRun.MUST_FIRE = (
+    Fires(  # the dataset's flips draw from `random` in the training process itself: the loader runs no workers
+        """
+        import random
+
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+
+        class FlipSet(Dataset):
+            def __init__(self, images, labels):
+                self.images, self.labels = images, labels
+
+            def __len__(self):
+                return len(self.images)
+
+            def __getitem__(self, index):
+                image = self.images[index]
+                if random.random() < 0.5:
+                    image = image.flip(-1)
+                return image, self.labels[index]
+
+
+        def main():
+            torch.manual_seed(0)
+            data = torch.load("train.pt")
+            loader = DataLoader(FlipSet(data["images"], data["labels"]), batch_size=32, shuffle=True, num_workers=0)
+            model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(10))
+            optimizer = torch.optim.Adam(model.parameters())
+            for images, labels in loader:
+                loss = torch.nn.functional.cross_entropy(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        at="if random.random() < 0.5:",
+    ),
     Fires(  # only torch is seeded; the dataset of another file builds a crop class of a third, which draws from numpy
         """
         import argparse
@@ -1899,6 +1983,132 @@ UnseededRun.MUST_FIRE = (
 )
 
 UnseededRun.MUST_NOT_FIRE = (
+    Quiet(  # only torch is seeded, but the blur's `random` draws run in the loader's workers, which PyTorch seeds from torch
+        """
+        import argparse
+
+        import torch
+        from torch.utils.data import DataLoader
+        from torchvision import datasets, transforms
+
+        from augment import RandomBlur
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=0)
+            parser.add_argument("--workers", type=int, default=8)
+            args = parser.parse_args()
+            torch.manual_seed(args.seed)
+            augment = transforms.Compose([RandomBlur(0.5), transforms.ToTensor()])
+            train_set = datasets.ImageFolder("data/train", transform=augment)
+            loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=args.workers, pin_memory=True)
+            model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(10)).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for images, labels in loader:
+                loss = torch.nn.functional.cross_entropy(model(images.cuda()), labels.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "augment.py": """
+                import random
+
+                from PIL import ImageFilter
+
+
+                class RandomBlur:
+                    def __init__(self, p):
+                        self.p = p
+
+                    def __call__(self, image):
+                        if random.random() > self.p:
+                            return image
+                        return image.filter(ImageFilter.GaussianBlur(radius=random.uniform(0.1, 2.0)))
+            """,
+        },
+    ),
+    Quiet(  # the loaders are built in another file from the keywords the trainer passes on (`num_workers` among them)
+        """
+        import argparse
+
+        import numpy as np
+        import torch
+
+        from dataloaders import make_loaders
+
+
+        class Trainer:
+            def __init__(self, args):
+                kwargs = {"num_workers": args.workers, "pin_memory": True}
+                self.train_loader, self.val_loader = make_loaders(args.root, args.batch_size, **kwargs)
+                self.model = torch.nn.Conv2d(3, 21, 1).cuda()
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+
+            def train_epoch(self):
+                self.model.train()
+                for image, mask in self.train_loader:
+                    loss = torch.nn.functional.cross_entropy(self.model(image.cuda()), mask.cuda())
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--root", default="data")
+            parser.add_argument("--batch-size", type=int, default=8)
+            parser.add_argument("--workers", type=int, default=4)
+            parser.add_argument("--seed", type=int, default=1)
+            args = parser.parse_args()
+            torch.manual_seed(args.seed)
+            np.random.seed(args.seed)
+            trainer = Trainer(args)
+            for epoch in range(30):
+                trainer.train_epoch()
+        """,
+        files={
+            "dataloaders/__init__.py": """
+                from torch.utils.data import DataLoader
+
+                from dataloaders.segmentation import SegmentationSet
+
+
+                def make_loaders(root, batch_size, **kwargs):
+                    train_set = SegmentationSet(root, "train")
+                    val_set = SegmentationSet(root, "val")
+                    return (DataLoader(train_set, batch_size=batch_size, shuffle=True, **kwargs),
+                            DataLoader(val_set, batch_size=batch_size, shuffle=False, **kwargs))
+            """,
+            "dataloaders/segmentation.py": """
+                import random
+
+                import numpy as np
+                import torch
+                from torch.utils.data import Dataset
+
+
+                class SegmentationSet(Dataset):
+                    def __init__(self, root, split):
+                        self.items = sorted(np.load(f"{root}/{split}.npy", allow_pickle=True))
+                        self.split = split
+
+                    def __len__(self):
+                        return len(self.items)
+
+                    def __getitem__(self, index):
+                        image, mask = self.items[index]
+                        if self.split == "train" and random.random() < 0.5:
+                            image, mask = image[:, ::-1].copy(), mask[:, ::-1].copy()
+                        return torch.as_tensor(image), torch.as_tensor(mask)
+            """,
+        },
+    ),
     Quiet(  # the same three files, with numpy seeded beside torch
         """
         import numpy as np
