@@ -199,8 +199,13 @@ class UnseededRun(Rule):
             f"{_join(draws)}; every launch still differs, so runs with the same seed cannot be "
             "reproduced or compared"
         )
+        if verdict.severity is Severity.NOTE:
+            message += (
+                " (unless the loader's `**kwargs` give it `num_workers`: PyTorch seeds each worker's torch, numpy and "
+                "`random` from torch's generator, and these draws are the dataset's per-sample code)"
+            )
         ctx.report(
-            verdict.node, message, evidence=evidence, severity=Severity.WARNING,
+            verdict.node, message, evidence=evidence, severity=verdict.severity,
             help=f"seed {_join([_DISPLAY[library] for library in verdict.unseeded])} too, or use one helper that seeds all three "
             "(`transformers.set_seed`, `lightning.seed_everything`)",
         )
@@ -342,12 +347,22 @@ def _verdict(module: ModuleView) -> _Verdict | None:
     seeded: dict[str, list[CallEvent]] = {library: [] for library in LIBRARIES}
     used: dict[str, list[tuple[CallEvent, str]]] = {library: [] for library in LIBRARIES}
     parts = [_per_scope(module, scope, _randomness) for scope in scopes]
-    workers: list[bool] = []
+    workers: list[str] = []
 
-    def in_workers() -> bool:  # asked only of a per-sample draw
+    def in_workers() -> str:  # asked only of a per-sample draw: GIVEN, MAYBE or ""
         if not workers:
-            workers.append(any(_per_scope(module, scope, _gives_workers) for scope in scopes))
+            given = {_per_scope(module, scope, _gives_workers) for scope in scopes}
+            workers.append(GIVEN if GIVEN in given else MAYBE if MAYBE in given else "")
         return workers[0]
+
+    maybe_in_workers: set[int] = set()  # the per-sample draws a loader given `**kwargs` may run in seeded workers
+
+    def use(library: str, call: CallEvent, purpose: str, per_sample: bool) -> None:
+        where = in_workers() if per_sample else ""
+        if where == MAYBE:
+            maybe_in_workers.add(id(call.node))
+        if where != GIVEN:
+            used[library].append((call, purpose))
 
     seed_arguments = frozenset().union(*(part.seed_arguments for part in parts))
     for part in parts:
@@ -355,9 +370,9 @@ def _verdict(module: ModuleView) -> _Verdict | None:
             for library in libraries:
                 seeded[library].append(call)
         for call, (library, purpose) in part.drawing:
-            if id(call.node) not in seed_arguments and not (_per_sample(call.scope.function) and in_workers()):
+            if id(call.node) not in seed_arguments:
                 # `generator.manual_seed(random.randint(...))` picks a random seed on purpose: not a use
-                used[library].append((call, purpose))
+                use(library, call, purpose, _per_sample(call.scope.function))
     if training and not used[TORCH]:
         # training draws from torch anyway: weight initialisation, dropout. Every backward call (or call of
         # another file's training) is a use; the one written first is picked only if a finding quotes it.
@@ -369,8 +384,7 @@ def _verdict(module: ModuleView) -> _Verdict | None:
                 for library in libraries:
                     reached_seeds.setdefault(library, call)
                 for library, purpose, per_sample in draws:
-                    if not (per_sample and in_workers()):
-                        used[library].append((call, purpose))
+                    use(library, call, purpose, per_sample)
         for library, call in reached_seeds.items():
             seeded[library].append(call)
     spawns = [spawn for part in parts for spawn in part.spawns]
@@ -395,7 +409,9 @@ def _verdict(module: ModuleView) -> _Verdict | None:
             built, seeding = late
             return _Verdict(LATE, Severity.WARNING, built.chunk, built.node, seeded, used, (), cause=seeding)
         first, _ = _first_use([use for library in unseeded for use in used[library]])
-        return _Verdict(PARTIAL, Severity.WARNING, first.chunk, first.node, seeded, used, unseeded)
+        # every unseeded draw in per-sample code that may run in seeded workers: the evidence is partial, a note
+        maybe = all(id(call.node) in maybe_in_workers for library in unseeded for call, _ in used[library])
+        return _Verdict(PARTIAL, Severity.NOTE if maybe else Severity.WARNING, first.chunk, first.node, seeded, used, unseeded)
     module_level_training = [call for call in training if call.scope.function is None]
     if not training or (guard is None and not module_level_training):
         return None
@@ -670,24 +686,31 @@ def _per_sample(function: FunctionInfo | None) -> bool:
     return function is not None and function.owner is not None and function.name in _PER_SAMPLE_METHODS
 
 
-def _gives_workers(module: ModuleView, scope: ScopeAnalysis) -> bool:
-    """The scope builds a DataLoader, here or in the files its calls reach, whose `num_workers` is given and is
-    not 0 (or may be given through `**kwargs`): its dataset's per-sample code runs in workers that PyTorch seeds
-    from torch's generator (libraries.SEEDS_ITS_WORKERS), so torch's seed reaches their numpy and `random` draws."""
-    return any(
-        _starts_workers(call) or any(_starts_workers(reached) for _, reached in _runs_elsewhere(module, call))
-        for call in scope.calls()
-    )
+# Whether a DataLoader runs its dataset in worker processes: `num_workers` given and not 0; maybe, through `**kwargs`.
+GIVEN, MAYBE = "given", "maybe"
 
 
-def _starts_workers(call: CallEvent) -> bool:
+def _gives_workers(module: ModuleView, scope: ScopeAnalysis) -> str:
+    """GIVEN when the scope builds a DataLoader, here or in the files its calls reach, whose `num_workers` is given
+    and is not 0: its dataset's per-sample code runs in workers that PyTorch seeds from torch's generator
+    (libraries.SEEDS_ITS_WORKERS), so torch's seed reaches their numpy and `random` draws. MAYBE when a loader's
+    keywords come through `**kwargs` (pytorch/examples' siamese network gives `num_workers` on an accelerator
+    only); "" otherwise."""
+    found = {
+        _starts_workers(reached)
+        for call in scope.calls() for reached in (call, *(inner for _, inner in _runs_elsewhere(module, call)))
+    }
+    return GIVEN if GIVEN in found else MAYBE if MAYBE in found else ""
+
+
+def _starts_workers(call: CallEvent) -> str:
     fact = call_fact(call.callee, SEEDS_ITS_WORKERS)
     if fact is None:
-        return False
+        return ""
     given = next((call.keyword(keyword) for keyword in fact.arguments if call.keyword(keyword) is not None), None)
     if given is not None:
-        return not (isinstance(given.value, cst.Integer) and literal_value(given.value) == 0)
-    return any(arg.star == "**" for arg in call.arg_nodes)
+        return "" if isinstance(given.value, cst.Integer) and literal_value(given.value) == 0 else GIVEN
+    return MAYBE if any(arg.star == "**" for arg in call.arg_nodes) else ""
 
 
 def _spawned_unseeded(
@@ -1085,6 +1108,84 @@ _SPLIT_MODULE = """
 """
 
 UnseededRun.MUST_FIRE = (
+    Fires(  # the loaders are built in another file from keywords passed on as `**kwargs`: whether workers (seeded from torch) run the flips is not visible, a note
+        """
+        import argparse
+
+        import numpy as np
+        import torch
+
+        from dataloaders import make_loaders
+
+
+        class Trainer:
+            def __init__(self, args):
+                kwargs = {"num_workers": args.workers, "pin_memory": True}
+                self.train_loader, self.val_loader = make_loaders(args.root, args.batch_size, **kwargs)
+                self.model = torch.nn.Conv2d(3, 21, 1).cuda()
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+
+            def train_epoch(self):
+                self.model.train()
+                for image, mask in self.train_loader:
+                    loss = torch.nn.functional.cross_entropy(self.model(image.cuda()), mask.cuda())
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--root", default="data")
+            parser.add_argument("--batch-size", type=int, default=8)
+            parser.add_argument("--workers", type=int, default=4)
+            parser.add_argument("--seed", type=int, default=1)
+            args = parser.parse_args()
+            torch.manual_seed(args.seed)
+            np.random.seed(args.seed)
+            trainer = Trainer(args)
+            for epoch in range(30):
+                trainer.train_epoch()
+        """,
+        files={
+            "dataloaders/__init__.py": """
+                from torch.utils.data import DataLoader
+
+                from dataloaders.segmentation import SegmentationSet
+
+
+                def make_loaders(root, batch_size, **kwargs):
+                    train_set = SegmentationSet(root, "train")
+                    val_set = SegmentationSet(root, "val")
+                    return (DataLoader(train_set, batch_size=batch_size, shuffle=True, **kwargs),
+                            DataLoader(val_set, batch_size=batch_size, shuffle=False, **kwargs))
+            """,
+            "dataloaders/segmentation.py": """
+                import random
+
+                import numpy as np
+                import torch
+                from torch.utils.data import Dataset
+
+
+                class SegmentationSet(Dataset):
+                    def __init__(self, root, split):
+                        self.items = sorted(np.load(f"{root}/{split}.npy", allow_pickle=True))
+                        self.split = split
+
+                    def __len__(self):
+                        return len(self.items)
+
+                    def __getitem__(self, index):
+                        image, mask = self.items[index]
+                        if self.split == "train" and random.random() < 0.5:
+                            image, mask = image[:, ::-1].copy(), mask[:, ::-1].copy()
+                        return torch.as_tensor(image), torch.as_tensor(mask)
+            """,
+        },
+        severity=Severity.NOTE,
+        at="self.train_loader, self.val_loader = make_loaders(args.root, args.batch_size, **kwargs)",
+    ),
     Fires(  # the dataset's flips draw from `random` in the training process itself: the loader runs no workers
         """
         import random
@@ -2030,82 +2131,6 @@ UnseededRun.MUST_NOT_FIRE = (
                         if random.random() > self.p:
                             return image
                         return image.filter(ImageFilter.GaussianBlur(radius=random.uniform(0.1, 2.0)))
-            """,
-        },
-    ),
-    Quiet(  # the loaders are built in another file from the keywords the trainer passes on (`num_workers` among them)
-        """
-        import argparse
-
-        import numpy as np
-        import torch
-
-        from dataloaders import make_loaders
-
-
-        class Trainer:
-            def __init__(self, args):
-                kwargs = {"num_workers": args.workers, "pin_memory": True}
-                self.train_loader, self.val_loader = make_loaders(args.root, args.batch_size, **kwargs)
-                self.model = torch.nn.Conv2d(3, 21, 1).cuda()
-                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
-
-            def train_epoch(self):
-                self.model.train()
-                for image, mask in self.train_loader:
-                    loss = torch.nn.functional.cross_entropy(self.model(image.cuda()), mask.cuda())
-                    self.optimizer.zero_grad()
-                    loss.backward()
-                    self.optimizer.step()
-
-
-        if __name__ == "__main__":
-            parser = argparse.ArgumentParser()
-            parser.add_argument("--root", default="data")
-            parser.add_argument("--batch-size", type=int, default=8)
-            parser.add_argument("--workers", type=int, default=4)
-            parser.add_argument("--seed", type=int, default=1)
-            args = parser.parse_args()
-            torch.manual_seed(args.seed)
-            np.random.seed(args.seed)
-            trainer = Trainer(args)
-            for epoch in range(30):
-                trainer.train_epoch()
-        """,
-        files={
-            "dataloaders/__init__.py": """
-                from torch.utils.data import DataLoader
-
-                from dataloaders.segmentation import SegmentationSet
-
-
-                def make_loaders(root, batch_size, **kwargs):
-                    train_set = SegmentationSet(root, "train")
-                    val_set = SegmentationSet(root, "val")
-                    return (DataLoader(train_set, batch_size=batch_size, shuffle=True, **kwargs),
-                            DataLoader(val_set, batch_size=batch_size, shuffle=False, **kwargs))
-            """,
-            "dataloaders/segmentation.py": """
-                import random
-
-                import numpy as np
-                import torch
-                from torch.utils.data import Dataset
-
-
-                class SegmentationSet(Dataset):
-                    def __init__(self, root, split):
-                        self.items = sorted(np.load(f"{root}/{split}.npy", allow_pickle=True))
-                        self.split = split
-
-                    def __len__(self):
-                        return len(self.items)
-
-                    def __getitem__(self, index):
-                        image, mask = self.items[index]
-                        if self.split == "train" and random.random() < 0.5:
-                            image, mask = image[:, ::-1].copy(), mask[:, ::-1].copy()
-                        return torch.as_tensor(image), torch.as_tensor(mask)
             """,
         },
     ),
