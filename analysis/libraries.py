@@ -67,6 +67,10 @@ PIPELINE_FACTORIES = frozenset({"transformers.pipeline", "transformers.pipelines
 DRAWS_GLOBAL_NUMPY = "draws from numpy's global generator unless the argument is given"
 STARTS_FRESH_PROCESSES = "runs a function in fresh processes that do not inherit the parent's generators"
 SEEDS_WHEN_BUILT = "seeds torch, numpy and `random` from its arguments' seed when it is built, not before"
+SEEDS_ITS_WORKERS = (
+    "runs its dataset (`__getitem__`, the transforms it calls) in worker processes when the argument is given and not "
+    "0, and seeds torch, numpy and `random` in each worker from a base seed drawn from torch's generator"
+)
 DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `loader.set_epoch` advances, when the argument is true"
 LEAVES_GRADIENTS = "reads or gathers parameters and leaves their gradients alone"
 SERVES_REQUESTS = "registers the decorated function as a request handler, which the server calls with grad on"
@@ -162,6 +166,13 @@ CALL_FACTS: tuple[CallFact, ...] = (
                  "self.args.full_determinism else set_seed(self.args.seed)`, where the Trainer is built: a draw made "
                  "before that runs unseeded (Seq2SeqTrainer subclasses Trainer and calls its __init__)")
         for trainer in ("Trainer", "Seq2SeqTrainer")
+    ),
+    *(
+        CallFact(loader, SEEDS_ITS_WORKERS, ("num_workers",),
+                 "PyTorch, torch/utils/data/_utils/worker.py, _worker_loop: `seed = base_seed + worker_id; random.seed(seed); "
+                 "torch.manual_seed(seed)`, numpy seeded from `_generate_state(base_seed, worker_id)` (since 1.9); "
+                 "dataloader.py: the iterator draws `_base_seed` from `loader.generator`, torch's default generator when none is given")
+        for loader in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
     ),
     CallFact("torch.multiprocessing.spawn", STARTS_FRESH_PROCESSES, (),
              "torch.multiprocessing.spawn starts each process with the 'spawn' method: a new interpreter that "

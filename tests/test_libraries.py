@@ -131,7 +131,7 @@ def test_each_call_fact_is_one_documented_fact_a_row():
              libraries.SERVES_REQUESTS, libraries.ACCUMULATES_ONLY_INSIDE, libraries.RUNS_ENTRY_POINT,
              libraries.ARGUMENT_PARSING_DECORATOR, libraries.UNPICKLES_OBJECT, libraries.KEEPS_NO_GRAPH,
              libraries.DISABLES_DROPOUT, libraries.RUNS_WRAPPED_MODULE, libraries.SEEDS_WHEN_BUILT,
-             libraries.PREPARED_CLEARS_WITH_STEP}
+             libraries.PREPARED_CLEARS_WITH_STEP, libraries.SEEDS_ITS_WORKERS}
     keys = [(row.callee, row.fact) for row in libraries.CALL_FACTS]
     assert len(keys) == len(set(keys))
     for row in libraries.CALL_FACTS:

@@ -292,7 +292,7 @@ def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
     one over items the code lists (an SDXL pipeline's two text encoders, zipped with their prompts) a list that long."""
     if walks_listed_items(scope, loop):
         return False
-    if Tag.LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
+    if Tag.LOADER in loop.iterable.tags or (_DATA_WORDS.search(loop.iterable_text) and not _each_a_whole_pass(scope, loop)):
         return True
     if draws_batches(scope, loop) is not None and _runs_a_step(scope, loop):
         return True  # not a walk of one batch's images, each moved to the device (detectron2's per-image targets)
@@ -303,6 +303,28 @@ def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
         # `while i < n:` that backwards or steps an optimizer is a training loop, whatever its test says
         return any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, loop))
     return isinstance(node, cst.For) and repeats_per_step(scope, loop) is not None and _runs_a_step(scope, loop) and not _steers_inputs(scope, loop)
+
+
+def _each_a_whole_pass(scope: ScopeAnalysis, loop: Loop) -> bool:
+    """Each element the loop draws (`for block in dataset.query_blocks`) is handed to a local function that runs its
+    own loop over batches (`extract_features(dataset.get_block(block), model)` walks a DataLoader of it): an
+    iteration is a whole pass over one part of the data, so the loop walks parts (splits, blocks), not steps,
+    whatever its iterable is called."""
+    elements = set(loop.targets)
+    handed = [
+        call for call in calls_in(scope, loop)
+        if call.function is not None
+        and any(isinstance(name, cst.Name) and name.value in elements for arg in call.arg_nodes for name in walk(arg.value))
+    ]
+    if not handed:
+        return False
+    for call in handed:
+        inner = call.function.analysis(scope.summary) if call.function is not None else None
+        if inner is not None and any(
+            Tag.LOADER in inner_loop.iterable.tags or draws_batches(inner, inner_loop) is not None for inner_loop in inner.loops
+        ):
+            return True
+    return False
 
 
 def _steers_inputs(scope: ScopeAnalysis, loop: Loop) -> bool:
@@ -1233,6 +1255,85 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # each iteration embeds a whole split (the helper walks its own loader): a few splits' features, kept for the GPU search
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from embed import embed_images
+        from retrieval_data import RetrievalSet
+
+
+        def main():
+            encoder = torch.hub.load("facebookresearch/dino:main", "dino_vits16").cuda().eval()
+            dataset = RetrievalSet("data/holidays")
+            queries = []
+            for split in dataset.query_splits:
+                queries.append(embed_images(dataset.images_of(split), encoder))
+            database = []
+            for split in dataset.database_splits:
+                database.append(embed_images(dataset.images_of(split), encoder))
+            queries = F.normalize(torch.cat(queries), dim=1)
+            database = F.normalize(torch.cat(database), dim=1)
+            scores, ranked = (queries @ database.T).topk(10, dim=1)
+            print(dataset.mean_average_precision(ranked.cpu()))
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "embed.py": """
+                import torch
+                from torch.utils.data import DataLoader
+
+                from retrieval_data import ImageList
+
+
+                @torch.no_grad()
+                def embed_images(paths, encoder, batch_size=64):
+                    loader = DataLoader(ImageList(paths), batch_size=batch_size, num_workers=8)
+                    features = torch.empty(len(paths), encoder.embed_dim, device="cuda")
+                    start = 0
+                    for images in loader:
+                        features[start:start + len(images)] = encoder(images.cuda(non_blocking=True))
+                        start += len(images)
+                    return features
+            """,
+            "retrieval_data.py": """
+                import torch
+                from PIL import Image
+                from torch.utils.data import Dataset
+                from torchvision import transforms
+
+                TO_TENSOR = transforms.Compose([transforms.Resize((224, 224)), transforms.ToTensor()])
+
+
+                class ImageList(Dataset):
+                    def __init__(self, paths):
+                        self.paths = paths
+
+                    def __len__(self):
+                        return len(self.paths)
+
+                    def __getitem__(self, index):
+                        return TO_TENSOR(Image.open(self.paths[index]).convert("RGB"))
+
+
+                class RetrievalSet:
+                    def __init__(self, root):
+                        self.root = root
+                        self.query_splits = ["original", "strong"]
+                        self.database_splits = ["database", "distractors"]
+
+                    def images_of(self, split):
+                        return sorted(f"{self.root}/{split}/{name}" for name in open(f"{self.root}/{split}.txt").read().split())
+
+                    def mean_average_precision(self, ranked):
+                        return float(torch.rand(()))
+            """,
+        },
+    ),
     Quiet(  # rewards relabelled by step of a fixed-length rollout: the same keys are written on every update
         _RELABELLED_ROLLOUTS.format(key="step"),
         files={"storage.py": _ROLLOUT_STORAGE},

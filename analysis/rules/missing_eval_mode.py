@@ -102,7 +102,7 @@ import libcst as cst
 from trainlint.analysis.activations import unwrapped
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
-from trainlint.analysis.graph_use import feeds_backward, graph_kept, program_trains, value_returned
+from trainlint.analysis.graph_use import feeds_backward, graph_kept, own_returns, program_trains, value_returned
 from trainlint.analysis.libraries import (
     DISABLES_DROPOUT,
     LIBRARY_FORWARD_METHODS,
@@ -2084,7 +2084,8 @@ def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExp
             return _made_by_program(module, scope, node.args[0].value, depth, checked, hops - 1, chunk)
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOVES_VALUES:
             return _made_by_program(module, scope, node.func.value, depth, checked, hops - 1, chunk)
-        return None
+        helper = summary.functions.get(node.func.value) if isinstance(node.func, cst.Name) else None
+        return _returned_by(module, helper, depth - 1, checked, hops - 1) if helper is not None and depth > 0 else None
     if isinstance(node, cst.ListComp | cst.List):  # class labels written out, `[c for _ in range(n) for c in range(n)]`
         loops, written = [], node.for_in if isinstance(node, cst.ListComp) else None
         while written is not None:
@@ -2098,7 +2099,12 @@ def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExp
     value = scope.value_at(node)
     site = value.site if value is not None else None
     if site is not None and isinstance(site[1], cst.Call) and site[1] is not node:
-        return _made_by_program(module, scope, site[1], depth, checked, hops - 1, site[0])
+        kind = _made_by_program(module, scope, site[1], depth, checked, hops - 1, site[0])
+        if kind is None and depth > 0:  # the value a helper of the file returns (`labels = one_hot(...)`): read in the helper
+            helper = next((function for function in summary.functions.values()
+                           if any(isinstance(end, cst.Return) and end.value is site[1] for end in own_returns(function.node))), None)
+            kind = _returned_by(module, helper, depth - 1, checked, hops - 1) if helper is not None else None
+        return kind
     line = chunk.line_of(node)
     bound = [event for event in scope.events if isinstance(event, AssignEvent) and event.targets == (dotted(node),)
              and event.value_node is not None and event.chunk is chunk and chunk.line_of(event.node) < line]
@@ -2108,7 +2114,32 @@ def _made_by_program(module: ModuleView, scope: ScopeAnalysis, node: cst.BaseExp
         return _made_by_program(module, scope, last, depth, checked, hops - 1, chunk)
     if isinstance(node, cst.Name) and scope.function is not None and node.value in scope.params and depth > 0:
         return _handed_by_every_caller(module, scope.function, node.value, depth - 1, checked)
+    if isinstance(node, cst.Name) and scope.function is not None:
+        # a global the function reads (InfoGAN's `static_label`, bound once at the module level): read at its binding
+        entries = summary.bindings.get(node.value) or []
+        home = next((other for other in module.all_scopes if other.function is None and other.chunk.index == entries[0][0]), None) \
+            if len(entries) == 1 and entries[0][2] is None else None
+        if home is not None:
+            return _made_by_program(module, home, entries[0][1], depth, checked, hops - 1, home.chunk)
     return None
+
+
+def _returned_by(module: ModuleView, function, depth: int, checked, hops: int) -> str | None:
+    """What a function of this file returns (by ``_made_by_program``, read in its own scope), when it has one
+    ``return`` and writes only numbers into what it builds (InfoGAN's ``to_categorical``: ``np.zeros`` with 1.0
+    written at the labels, kept by ``Variable(FloatTensor(...))``); None when an item it writes may be data."""
+    returns = own_returns(function.node)
+    if len(returns) != 1 or not isinstance(returns[0], cst.Return) or returns[0].value is None:
+        return None
+    for written in walk(function.node.body):
+        if isinstance(written, cst.AugAssign) and isinstance(written.target, cst.Subscript):
+            return None
+        if isinstance(written, cst.Assign) and any(isinstance(target.target, cst.Subscript) for target in written.targets) and not isinstance(
+            written.value, cst.Integer | cst.Float
+        ):
+            return None
+    inner = function.analysis(module.summary)
+    return _made_by_program(module, inner, returns[0].value, depth, checked, hops, function.chunk) if inner is not None else None
 
 
 def _bound_to_keepers(module: ModuleView, scope: ScopeAnalysis, func: cst.BaseExpression) -> bool:
@@ -5344,6 +5375,82 @@ MissingEvalMode.MUST_FIRE = (
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # a conditional generator's grid: noise drawn in the helper, labels one-hot encoded once at the module level by a helper of the script
+        """
+        import argparse
+
+        import numpy as np
+        import torch
+        import torch.nn as nn
+        from torchvision.utils import save_image
+
+        from models import ConditionalGenerator, Critic
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--classes", type=int, default=10)
+        parser.add_argument("--latent", type=int, default=64)
+        parser.add_argument("--epochs", type=int, default=50)
+        opt = parser.parse_args()
+
+
+        def one_hot(labels, classes):
+            encoded = np.zeros((labels.shape[0], classes))
+            encoded[np.arange(labels.shape[0]), labels] = 1.0
+            return torch.tensor(encoded, dtype=torch.float32)
+
+
+        generator, critic = ConditionalGenerator(opt.latent, opt.classes), Critic(opt.classes)
+        g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4)
+        d_opt = torch.optim.Adam(critic.parameters(), lr=2e-4)
+        grid_labels = one_hot(np.array([c for c in range(opt.classes) for _ in range(opt.classes)]), opt.classes)
+
+
+        def save_grid(step):
+            noise = torch.randn(opt.classes ** 2, opt.latent)
+            save_image(generator(noise, grid_labels).detach(), f"grids/{step}.png", nrow=opt.classes, normalize=True)
+
+
+        data = torch.load("digits.pt")
+        loss_fn = nn.BCEWithLogitsLoss()
+        for epoch in range(opt.epochs):
+            for images, labels in zip(data["images"].split(64), data["labels"].split(64)):
+                codes = one_hot(labels.numpy(), opt.classes)
+                fake = generator(torch.randn(len(images), opt.latent), codes)
+                d_loss = loss_fn(critic(images, codes), torch.ones(len(images), 1)) + loss_fn(critic(fake.detach(), codes), torch.zeros(len(images), 1))
+                d_opt.zero_grad()
+                d_loss.backward()
+                d_opt.step()
+                g_loss = loss_fn(critic(fake, codes), torch.ones(len(images), 1))
+                g_opt.zero_grad()
+                g_loss.backward()
+                g_opt.step()
+            save_grid(epoch)
+        """,
+        files={
+            "models.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class ConditionalGenerator(nn.Module):
+                    def __init__(self, latent, classes):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(latent + classes, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Linear(256, 784), nn.Tanh())
+
+                    def forward(self, noise, labels):
+                        return self.net(torch.cat((noise, labels), -1)).view(-1, 1, 28, 28)
+
+
+                class Critic(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(784 + classes, 256), nn.LeakyReLU(0.2), nn.Dropout(0.3), nn.Linear(256, 1))
+
+                    def forward(self, images, labels):
+                        return self.net(torch.cat((images.flatten(1), labels), -1))
+            """,
+        },
+    ),
     Quiet(  # the backbone goes back to training mode only when it is fine-tuned; frozen, it stays in the eval mode set up front
         """
         import torch

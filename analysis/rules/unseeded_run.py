@@ -14,7 +14,9 @@ seeding in a parent process whose `mp.spawn` workers start with fresh generators
 none), and seeding torch only after the model was built (its initial weights were drawn unseeded). A script that seeds nothing while it imports the project's own helper that seeds torch and
 the others (`opennre.fix_seed`), never calling it, is a warning: the project seeds its runs and this
 one was left out. A private generator seeded with a literal (`random.Random(12345)` for a fixed split) seeds
-nothing else. A training entry point that seeds
+nothing else. A dataset's per-sample draws (`__getitem__`, a transform's `__call__`) are seeded through torch
+when a DataLoader runs them in workers (`num_workers` given, not 0): PyTorch seeds torch, numpy and `random` in
+each worker from a base seed drawn from torch's generator (a library fact). A training entry point that seeds
 nothing at all starts every run from different initial weights, dropout masks and batch orders
 (a note, on its `__main__` block or, without one, on the script's first statement).
 
@@ -42,7 +44,13 @@ from typing import NamedTuple, TypeVar, cast
 import libcst as cst
 
 from trainlint.analysis.dependencies import kept_with_scope
-from trainlint.analysis.libraries import DRAWS_GLOBAL_NUMPY, SEEDS_WHEN_BUILT, STARTS_FRESH_PROCESSES, call_fact
+from trainlint.analysis.libraries import (
+    DRAWS_GLOBAL_NUMPY,
+    SEEDS_ITS_WORKERS,
+    SEEDS_WHEN_BUILT,
+    STARTS_FRESH_PROCESSES,
+    call_fact,
+)
 from trainlint.analysis.patterns import argument_passed
 from trainlint.analysis.torchapi import is_parameterless_layer, mentions_rank
 from trainlint.rules import (
@@ -191,8 +199,13 @@ class UnseededRun(Rule):
             f"{_join(draws)}; every launch still differs, so runs with the same seed cannot be "
             "reproduced or compared"
         )
+        if verdict.severity is Severity.NOTE:
+            message += (
+                " (unless the loader's `**kwargs` give it `num_workers`: PyTorch seeds each worker's torch, numpy and "
+                "`random` from torch's generator, and these draws are the dataset's per-sample code)"
+            )
         ctx.report(
-            verdict.node, message, evidence=evidence, severity=Severity.WARNING,
+            verdict.node, message, evidence=evidence, severity=verdict.severity,
             help=f"seed {_join([_DISPLAY[library] for library in verdict.unseeded])} too, or use one helper that seeds all three "
             "(`transformers.set_seed`, `lightning.seed_everything`)",
         )
@@ -334,6 +347,23 @@ def _verdict(module: ModuleView) -> _Verdict | None:
     seeded: dict[str, list[CallEvent]] = {library: [] for library in LIBRARIES}
     used: dict[str, list[tuple[CallEvent, str]]] = {library: [] for library in LIBRARIES}
     parts = [_per_scope(module, scope, _randomness) for scope in scopes]
+    workers: list[str] = []
+
+    def in_workers() -> str:  # asked only of a per-sample draw: GIVEN, MAYBE or ""
+        if not workers:
+            given = {_per_scope(module, scope, _gives_workers) for scope in scopes}
+            workers.append(GIVEN if GIVEN in given else MAYBE if MAYBE in given else "")
+        return workers[0]
+
+    maybe_in_workers: set[int] = set()  # the per-sample draws a loader given `**kwargs` may run in seeded workers
+
+    def use(library: str, call: CallEvent, purpose: str, per_sample: bool) -> None:
+        where = in_workers() if per_sample else ""
+        if where == MAYBE:
+            maybe_in_workers.add(id(call.node))
+        if where != GIVEN:
+            used[library].append((call, purpose))
+
     seed_arguments = frozenset().union(*(part.seed_arguments for part in parts))
     for part in parts:
         for call, libraries in part.seeding:
@@ -342,7 +372,7 @@ def _verdict(module: ModuleView) -> _Verdict | None:
         for call, (library, purpose) in part.drawing:
             if id(call.node) not in seed_arguments:
                 # `generator.manual_seed(random.randint(...))` picks a random seed on purpose: not a use
-                used[library].append((call, purpose))
+                use(library, call, purpose, _per_sample(call.scope.function))
     if training and not used[TORCH]:
         # training draws from torch anyway: weight initialisation, dropout. Every backward call (or call of
         # another file's training) is a use; the one written first is picked only if a finding quotes it.
@@ -353,8 +383,8 @@ def _verdict(module: ModuleView) -> _Verdict | None:
             for call, libraries, draws in _per_scope(module, scope, _reached_in_other_files):
                 for library in libraries:
                     reached_seeds.setdefault(library, call)
-                for library, purpose in draws:
-                    used[library].append((call, purpose))
+                for library, purpose, per_sample in draws:
+                    use(library, call, purpose, per_sample)
         for library, call in reached_seeds.items():
             seeded[library].append(call)
     spawns = [spawn for part in parts for spawn in part.spawns]
@@ -379,7 +409,9 @@ def _verdict(module: ModuleView) -> _Verdict | None:
             built, seeding = late
             return _Verdict(LATE, Severity.WARNING, built.chunk, built.node, seeded, used, (), cause=seeding)
         first, _ = _first_use([use for library in unseeded for use in used[library]])
-        return _Verdict(PARTIAL, Severity.WARNING, first.chunk, first.node, seeded, used, unseeded)
+        # every unseeded draw in per-sample code that may run in seeded workers: the evidence is partial, a note
+        maybe = all(id(call.node) in maybe_in_workers for library in unseeded for call, _ in used[library])
+        return _Verdict(PARTIAL, Severity.NOTE if maybe else Severity.WARNING, first.chunk, first.node, seeded, used, unseeded)
     module_level_training = [call for call in training if call.scope.function is None]
     if not training or (guard is None and not module_level_training):
         return None
@@ -624,15 +656,15 @@ def _is_backward_call(call: CallEvent) -> bool:
 
 def _reached_in_other_files(
     module: ModuleView, scope: ScopeAnalysis,
-) -> list[tuple[CallEvent, tuple[str, ...], list[tuple[str, str]]]]:
+) -> list[tuple[CallEvent, tuple[str, ...], list[tuple[str, str, bool]]]]:
     """For each call of the scope that runs code in the script's other files, the libraries what it runs
-    there seeds, and its draws there (library, what for). dinov2's `linear.py` calls `setup_and_build_model(args)`,
+    there seeds, and its draws there (library, what for, whether a dataset's per-sample code draws it). dinov2's `linear.py` calls `setup_and_build_model(args)`,
     which reaches `fix_random_seeds` three files away; a replay buffer built from `replay_memory.py`
     samples its batches with `random.sample` there."""
     found = []
     for call in scope.calls():
         seeds: dict[str, None] = {}  # in the order they are reached
-        draws: list[tuple[str, str]] = []
+        draws: list[tuple[str, str, bool]] = []
         for function, reached in _runs_elsewhere(module, call):
             if reached.function is None and not _seeds_per_process(reached) and not _private_generator(reached):
                 # a library's own generator (a sampler's `generator.manual_seed(seed)`) is not the run's seeding
@@ -640,10 +672,45 @@ def _reached_in_other_files(
             drawn = _draw(reached)
             if drawn is not None and not _draws_a_seed_or_port(reached):
                 where = f"`{function.qualified_name}`, {_file_name(reached)} line {_line(reached)}"
-                draws.append((drawn[0], f"{drawn[1]}: `{quoted(reached.chunk, reached.node, 40)}` in {where}"))
+                draws.append((drawn[0], f"{drawn[1]}: `{quoted(reached.chunk, reached.node, 40)}` in {where}", _per_sample(function)))
         if seeds or draws:
             found.append((call, tuple(seeds), draws))
     return found
+
+
+# The methods a DataLoader calls for each sample: a map-style dataset's item, an iterable one's items, a transform.
+_PER_SAMPLE_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__call__"})
+
+
+def _per_sample(function: FunctionInfo | None) -> bool:
+    return function is not None and function.owner is not None and function.name in _PER_SAMPLE_METHODS
+
+
+# Whether a DataLoader runs its dataset in worker processes: `num_workers` given and not 0; maybe, through `**kwargs`.
+GIVEN, MAYBE = "given", "maybe"
+
+
+def _gives_workers(module: ModuleView, scope: ScopeAnalysis) -> str:
+    """GIVEN when the scope builds a DataLoader, here or in the files its calls reach, whose `num_workers` is given
+    and is not 0: its dataset's per-sample code runs in workers that PyTorch seeds from torch's generator
+    (libraries.SEEDS_ITS_WORKERS), so torch's seed reaches their numpy and `random` draws. MAYBE when a loader's
+    keywords come through `**kwargs` (pytorch/examples' siamese network gives `num_workers` on an accelerator
+    only); "" otherwise."""
+    found = {
+        _starts_workers(reached)
+        for call in scope.calls() for reached in (call, *(inner for _, inner in _runs_elsewhere(module, call)))
+    }
+    return GIVEN if GIVEN in found else MAYBE if MAYBE in found else ""
+
+
+def _starts_workers(call: CallEvent) -> str:
+    fact = call_fact(call.callee, SEEDS_ITS_WORKERS)
+    if fact is None:
+        return ""
+    given = next((call.keyword(keyword) for keyword in fact.arguments if call.keyword(keyword) is not None), None)
+    if given is not None:
+        return "" if isinstance(given.value, cst.Integer) and literal_value(given.value) == 0 else GIVEN
+    return MAYBE if any(arg.star == "**" for arg in call.arg_nodes) else ""
 
 
 def _spawned_unseeded(
@@ -1041,6 +1108,124 @@ _SPLIT_MODULE = """
 """
 
 UnseededRun.MUST_FIRE = (
+    Fires(  # the loaders are built in another file from keywords passed on as `**kwargs`: whether workers (seeded from torch) run the flips is not visible, a note
+        """
+        import argparse
+
+        import numpy as np
+        import torch
+
+        from dataloaders import make_loaders
+
+
+        class Trainer:
+            def __init__(self, args):
+                kwargs = {"num_workers": args.workers, "pin_memory": True}
+                self.train_loader, self.val_loader = make_loaders(args.root, args.batch_size, **kwargs)
+                self.model = torch.nn.Conv2d(3, 21, 1).cuda()
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+
+            def train_epoch(self):
+                self.model.train()
+                for image, mask in self.train_loader:
+                    loss = torch.nn.functional.cross_entropy(self.model(image.cuda()), mask.cuda())
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--root", default="data")
+            parser.add_argument("--batch-size", type=int, default=8)
+            parser.add_argument("--workers", type=int, default=4)
+            parser.add_argument("--seed", type=int, default=1)
+            args = parser.parse_args()
+            torch.manual_seed(args.seed)
+            np.random.seed(args.seed)
+            trainer = Trainer(args)
+            for epoch in range(30):
+                trainer.train_epoch()
+        """,
+        files={
+            "dataloaders/__init__.py": """
+                from torch.utils.data import DataLoader
+
+                from dataloaders.segmentation import SegmentationSet
+
+
+                def make_loaders(root, batch_size, **kwargs):
+                    train_set = SegmentationSet(root, "train")
+                    val_set = SegmentationSet(root, "val")
+                    return (DataLoader(train_set, batch_size=batch_size, shuffle=True, **kwargs),
+                            DataLoader(val_set, batch_size=batch_size, shuffle=False, **kwargs))
+            """,
+            "dataloaders/segmentation.py": """
+                import random
+
+                import numpy as np
+                import torch
+                from torch.utils.data import Dataset
+
+
+                class SegmentationSet(Dataset):
+                    def __init__(self, root, split):
+                        self.items = sorted(np.load(f"{root}/{split}.npy", allow_pickle=True))
+                        self.split = split
+
+                    def __len__(self):
+                        return len(self.items)
+
+                    def __getitem__(self, index):
+                        image, mask = self.items[index]
+                        if self.split == "train" and random.random() < 0.5:
+                            image, mask = image[:, ::-1].copy(), mask[:, ::-1].copy()
+                        return torch.as_tensor(image), torch.as_tensor(mask)
+            """,
+        },
+        severity=Severity.NOTE,
+        at="self.train_loader, self.val_loader = make_loaders(args.root, args.batch_size, **kwargs)",
+    ),
+    Fires(  # the dataset's flips draw from `random` in the training process itself: the loader runs no workers
+        """
+        import random
+
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+
+        class FlipSet(Dataset):
+            def __init__(self, images, labels):
+                self.images, self.labels = images, labels
+
+            def __len__(self):
+                return len(self.images)
+
+            def __getitem__(self, index):
+                image = self.images[index]
+                if random.random() < 0.5:
+                    image = image.flip(-1)
+                return image, self.labels[index]
+
+
+        def main():
+            torch.manual_seed(0)
+            data = torch.load("train.pt")
+            loader = DataLoader(FlipSet(data["images"], data["labels"]), batch_size=32, shuffle=True, num_workers=0)
+            model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(10))
+            optimizer = torch.optim.Adam(model.parameters())
+            for images, labels in loader:
+                loss = torch.nn.functional.cross_entropy(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        at="if random.random() < 0.5:",
+    ),
     Fires(  # only torch is seeded; the dataset of another file builds a crop class of a third, which draws from numpy
         """
         import argparse
@@ -1899,6 +2084,56 @@ UnseededRun.MUST_FIRE = (
 )
 
 UnseededRun.MUST_NOT_FIRE = (
+    Quiet(  # only torch is seeded, but the blur's `random` draws run in the loader's workers, which PyTorch seeds from torch
+        """
+        import argparse
+
+        import torch
+        from torch.utils.data import DataLoader
+        from torchvision import datasets, transforms
+
+        from augment import RandomBlur
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=0)
+            parser.add_argument("--workers", type=int, default=8)
+            args = parser.parse_args()
+            torch.manual_seed(args.seed)
+            augment = transforms.Compose([RandomBlur(0.5), transforms.ToTensor()])
+            train_set = datasets.ImageFolder("data/train", transform=augment)
+            loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=args.workers, pin_memory=True)
+            model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(10)).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for images, labels in loader:
+                loss = torch.nn.functional.cross_entropy(model(images.cuda()), labels.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "augment.py": """
+                import random
+
+                from PIL import ImageFilter
+
+
+                class RandomBlur:
+                    def __init__(self, p):
+                        self.p = p
+
+                    def __call__(self, image):
+                        if random.random() > self.p:
+                            return image
+                        return image.filter(ImageFilter.GaussianBlur(radius=random.uniform(0.1, 2.0)))
+            """,
+        },
+    ),
     Quiet(  # the same three files, with numpy seeded beside torch
         """
         import numpy as np
