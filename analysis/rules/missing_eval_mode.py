@@ -102,6 +102,7 @@ import libcst as cst
 from trainlint.analysis.activations import unwrapped
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
+from trainlint.analysis.events import modules_looped_over
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, program_trains, value_returned
 from trainlint.analysis.libraries import (
     DISABLES_DROPOUT,
@@ -1063,6 +1064,9 @@ def _forwards_on_parameters(scope: ScopeAnalysis, *, models_only: bool = True) -
     switched: set[str] = set()
     for call in scope.calls():
         key = call.receiver_key
+        looped = modules_looped_over(call) if call.method == "eval" else None  # `for net in (encoder, decoder): net.eval()`
+        if looped is not None:
+            switched.update(looped[1])
         if key is None or key not in scope.params:
             continue
         if call.method == "eval" or (call.method == "train" and call.arg_nodes):
@@ -2578,7 +2582,8 @@ def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
     key = (name or "").rpartition(".")[2]
     for call in module.all_calls():
         receiver = (_switched_name(call) or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
-        if receiver == key and _sets_eval_mode(call):
+        looped = modules_looped_over(call) if call.method == "eval" else None  # `for net in (encoder, decoder): net.eval()`
+        if (receiver == key or (looped is not None and key in {text.rpartition(".")[2] for text in looped[1]})) and _sets_eval_mode(call):
             return True
         if call.function is not None and _helper_sets_eval_mode(call, key, module.summary):
             return True  # `set_eval(model)`, `freeze(model)`: a helper that switches what it is given
@@ -5571,6 +5576,64 @@ MissingEvalMode.MUST_FIRE = (
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the evaluation helper switches both models it is handed to eval mode through a loop over them
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from seq2seq import Decoder, Encoder
+
+
+        def validation_loss(encoder, decoder, batches):
+            for module in [encoder, decoder]:
+                module.eval()
+            total = 0.0
+            with torch.no_grad():
+                for src, tgt in batches:
+                    total += F.cross_entropy(decoder(tgt[:, :-1], encoder(src)).transpose(1, 2), tgt[:, 1:]).item()
+            return total / len(batches)
+
+
+        def main(train_batches, val_batches, vocab=8000, dim=256):
+            encoder, decoder = Encoder(vocab, dim), Decoder(vocab, dim)
+            optimizer = torch.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=1e-3)
+            for epoch in range(10):
+                for module in (encoder, decoder):
+                    module.train()
+                for src, tgt in train_batches:
+                    loss = F.cross_entropy(decoder(tgt[:, :-1], encoder(src)).transpose(1, 2), tgt[:, 1:])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(epoch, validation_loss(encoder, decoder, val_batches))
+        """,
+        files={"seq2seq.py": """
+            import torch.nn as nn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, vocab, dim):
+                    super().__init__()
+                    self.embed = nn.Embedding(vocab, dim)
+                    self.drop = nn.Dropout(0.2)
+                    self.rnn = nn.GRU(dim, dim, batch_first=True)
+
+                def forward(self, src):
+                    return self.rnn(self.drop(self.embed(src)))[1]
+
+
+            class Decoder(nn.Module):
+                def __init__(self, vocab, dim):
+                    super().__init__()
+                    self.embed = nn.Embedding(vocab, dim)
+                    self.drop = nn.Dropout(0.2)
+                    self.rnn = nn.GRU(dim, dim, batch_first=True)
+                    self.out = nn.Linear(dim, vocab)
+
+                def forward(self, tgt, hidden):
+                    return self.out(self.rnn(self.drop(self.embed(tgt)), hidden)[0])
+            """},
+    ),
     Quiet(  # the table's classes all have dropout or batch-norm, and the evaluation helper switches to eval mode
         """
         import torch
