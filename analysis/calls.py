@@ -59,6 +59,7 @@ from .values import (
     Value,
     is_known_tensor,
     join,
+    table_value,
 )
 
 if TYPE_CHECKING:
@@ -154,6 +155,8 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
         return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
     if CRITERION in tags and method in torchapi.MODULE_SELF_METHODS:
         return receiver  # a loss module: `nn.CrossEntropyLoss().cuda()` returns the module
+    if method == "get" and len(args) == 1 and (entry := table_value(receiver)) is not None:
+        return entry  # `MODELS.get(name)`: the entry `MODELS[name]` gives, or None (a call of which fails)
     if method == "forward" and tags & {MODEL, CRITERION}:  # `model.forward(x)` computes what `model(x)` does
         return _called_value_result(scope, event, receiver, site, grad_on)
     if MODEL_CLASS in tags and method in _FACTORY_METHODS:  # `model_class.from_pretrained(name)`

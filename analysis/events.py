@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
+from .names import dotted
 from .values import ACCELERATOR, ENGINE, UNKNOWN, Value
 
 if TYPE_CHECKING:
@@ -204,3 +205,63 @@ def is_backward(call: CallEvent) -> bool:
     if call.method == "backward":
         return True
     return call.callee in {"torch.autograd.backward", "torch.autograd.grad"}
+
+
+def modules_looped_over(call: CallEvent) -> tuple[Loop, tuple[str, ...]] | None:
+    """For a call on the target of an enclosing ``for`` loop over a literal of modules (``for net in (self.G, self.D):
+    net.eval()``, ``for model, path in pairs:`` with ``pairs = [(self.G, "g.png")]`` and ``pairs.append((self.G_ema,
+    ...))``): that loop and what each iteration binds the receiver to, as written (``self.G``, ``self.D``), so that a
+    mode switch on the loop variable is read as one on each of them. None when the receiver is not such a target,
+    or an element is not a plain or dotted name (then what the loop switches is not known here)."""
+    receiver = call.receiver_key
+    if receiver is None or "." in receiver:
+        return None
+    for loop in reversed(call.context.loops):
+        node = loop.node
+        if not isinstance(node, cst.For) or receiver not in loop.targets:
+            continue
+        target = node.target
+        position = None
+        if isinstance(target, (cst.Tuple, cst.List)):
+            names = [element.value.value if isinstance(element.value, cst.Name) else None for element in target.elements]
+            if receiver not in names:
+                return None
+            position = names.index(receiver)
+        elements = _literal_elements(call, node.iter)
+        if not elements:
+            return None
+        bound: list[str] = []
+        for element in elements:
+            if position is not None:
+                if not isinstance(element, (cst.Tuple, cst.List)) or len(element.elements) <= position:
+                    return None
+                element = element.elements[position].value
+            text = dotted(element)
+            if text is None:
+                return None
+            bound.append(text)
+        return loop, tuple(dict.fromkeys(bound))
+    return None
+
+
+def _literal_elements(call: CallEvent, iterable: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    """The elements of a list or tuple literal iterated, written there or bound once to a name of the call's scope
+    before it (with what that scope's ``name.append(x)`` calls add); None for anything else."""
+    if isinstance(iterable, cst.Name):
+        name = iterable.value
+        binding = call.scope.last_binding(name, before=call)
+        bindings = [event for event in call.scope.events if isinstance(event, AssignEvent) and name in event.targets]
+        if binding is None or len(bindings) != 1:
+            return None
+        added = []
+        for other in call.scope.calls():
+            if other.receiver_key == name and other.method in {"extend", "insert", "__setitem__"}:
+                return None  # grown by what the walk does not read element by element
+            if other.receiver_key == name and other.method == "append" and len(other.arg_nodes) == 1:
+                added.append(other.arg_nodes[0].value)
+        found = _literal_elements(call, binding.value_node) if binding.value_node is not None and not isinstance(binding.value_node, cst.Name) else None
+        return None if found is None else [*found, *added]
+    if isinstance(iterable, (cst.List, cst.Tuple)) and not any(isinstance(element, cst.StarredElement) for element in iterable.elements):
+        return [element.value for element in iterable.elements]
+    return None
+

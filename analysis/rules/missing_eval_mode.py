@@ -102,6 +102,7 @@ import libcst as cst
 from trainlint.analysis.activations import unwrapped
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
+from trainlint.analysis.events import modules_looped_over
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, own_returns, program_trains, value_returned
 from trainlint.analysis.libraries import (
     DISABLES_DROPOUT,
@@ -1063,6 +1064,9 @@ def _forwards_on_parameters(scope: ScopeAnalysis, *, models_only: bool = True) -
     switched: set[str] = set()
     for call in scope.calls():
         key = call.receiver_key
+        looped = modules_looped_over(call) if call.method == "eval" else None  # `for net in (encoder, decoder): net.eval()`
+        if looped is not None:
+            switched.update(looped[1])
         if key is None or key not in scope.params:
             continue
         if call.method == "eval" or (call.method == "train" and call.arg_nodes):
@@ -2290,7 +2294,114 @@ def _layers_of(summary, value: Value, module: ModuleView, *, imported: bool = Fa
         chunk, node = value.site
         if _MODE_LAYERS.search(chunk.code_for(node)):
             return (value.site, "this `nn.Sequential` has dropout or batch-norm layers")
+    if detail is None and value.site is not None and isinstance(value.site[1], cst.Call):
+        return _every_class_chosen_has_layers(module, value.site)
     return None
+
+
+def _every_class_chosen_has_layers(module: ModuleView, site: tuple) -> tuple | None:
+    """A model built from a class picked at run time, in this file or a workspace factory the flow followed
+    (``return MODELS[name](**kwargs)`` with ``MODELS = {"mlp": MLP, "cnn": SmallCNN}``, ``MODELS.get(name)(...)``,
+    ``cls = MODELS[name]; return cls(...)``, or ``if``/``else`` returns of different classes): whichever class the run
+    picks, it has the layers when every class it can pick builds a torch.nn layer acting differently in training
+    mode whatever its caller passes (``_part_acting_in_training``). One class without such a layer, or a return
+    built otherwise, leaves the layers unknown (a note)."""
+    chunk, built = site
+    home = module.summary
+    if chunk not in home.chunks:  # the factory's own file, where the flow followed the call
+        workspace = home.workspace
+        analysis = workspace.analysis_of(chunk.origin) if workspace is not None and chunk.origin else None
+        if analysis is None or chunk not in analysis.summary.chunks:
+            return None
+        home = analysis.summary
+    enclosing = next((function for function in home.functions.values() if any(node is built for node in walk(function.node.body))), None)
+    returned = enclosing is not None and any(isinstance(node, cst.Return) and node.value is not None and _unmoved(node.value) is built
+                                             for node in walk(enclosing.node.body))
+    factory = enclosing if returned else None
+    classes = (_classes_returned(home, enclosing.node) if factory is not None and enclosing is not None
+               else _picked_classes(home, built.func, _bound_once(enclosing.node) if enclosing is not None else {}))
+    if not classes or len(classes) < 2:  # a single class is the flow's own value: its layers are read there
+        return None
+    acting = [_part_acting_in_training(home, info, 0, set()) for info in classes]
+    if any(found is None for found in acting):
+        return None
+    names = ", ".join(f"`{info.name}`" for info in classes)
+    where = (chunk, factory.node.name) if factory is not None else site
+    picker = f"`{factory.name}` builds" if factory is not None else "this builds"
+    return (where, f"{picker} one of {names}, picked at run time, and each builds a layer that acts differently in "
+            f"training mode ({', '.join(sorted({found[1] for found in acting if found}))})")
+
+
+def _classes_returned(home, function: cst.FunctionDef) -> list[ClassInfo] | None:
+    """The workspace classes ``function`` may build and return, every return read (``_picked_classes``); None when a
+    return is anything else."""
+    bound = _bound_once(function)
+    found: list[ClassInfo] = []
+    for node in walk(function.body):
+        if not isinstance(node, cst.Return) or node.value is None:
+            continue
+        value = _unmoved(node.value)
+        classes = _picked_classes(home, value.func, bound) if isinstance(value, cst.Call) else None
+        if classes is None:
+            return None
+        found.extend(info for info in classes if info not in found)
+    return found
+
+
+def _picked_classes(home, chosen: cst.BaseExpression, bound: dict[str, cst.BaseExpression]) -> list[ClassInfo] | None:
+    """The workspace classes a call of ``chosen`` may build: a class named, or one taken from a module-level table of
+    classes (``_table_classes``), directly or through a local name bound once (``bound``); None for anything else."""
+    if isinstance(chosen, cst.Name) and chosen.value in bound and home.local_class(chosen.value) is None:
+        chosen = bound[chosen.value]
+    classes = _table_classes(home, chosen)
+    if classes is None:
+        raw = dotted(chosen)
+        info = _workspace_builder(home, raw) if raw is not None else None
+        classes = [info] if isinstance(info, ClassInfo) else None
+    return classes
+
+
+def _bound_once(function: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+    """The local names ``function`` assigns exactly once, with what they are bound to."""
+    bindings: dict[str, list[cst.BaseExpression]] = {}
+    for node in walk(function.body):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    bindings.setdefault(target.target.value, []).append(node.value)
+    return {name: values[0] for name, values in bindings.items() if len(values) == 1}
+
+
+def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The expression a device move wraps (``Net().to(device)``, ``.cuda()``): the model it moves."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in {"to", "cuda", "cpu"}:
+        value = value.func.value
+    return value
+
+
+def _table_classes(home, chosen: cst.BaseExpression) -> list[ClassInfo] | None:
+    """The classes of the module-level table ``chosen`` picks from (``MODELS[name]``, ``MODELS.get(name)``), when every
+    entry is a workspace class; None otherwise."""
+    if isinstance(chosen, cst.Subscript):
+        table = chosen.value
+    elif isinstance(chosen, cst.Call) and isinstance(chosen.func, cst.Attribute) and chosen.func.attr.value == "get":
+        table = chosen.func.value
+    else:
+        return None
+    entries = home.bindings.get(table.value) if isinstance(table, cst.Name) else None
+    if not entries or len(entries) != 1:
+        return None
+    literal = entries[0][1]
+    if isinstance(literal, cst.Dict):
+        elements = [element.value for element in literal.elements if isinstance(element, cst.DictElement)]
+    elif isinstance(literal, (cst.List, cst.Tuple)):
+        elements = [element.value for element in literal.elements if not isinstance(element, cst.StarredElement)]
+    else:
+        return None
+    classes = [_workspace_builder(home, raw) if (raw := dotted(element)) is not None else None for element in elements]
+    if not classes or len(classes) != len(literal.elements) or not all(isinstance(info, ClassInfo) for info in classes):
+        return None
+    return [info for info in classes if isinstance(info, ClassInfo)]
 
 
 def _workspace_class(summary, detail: str) -> ClassInfo | None:
@@ -2502,7 +2613,8 @@ def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
     key = (name or "").rpartition(".")[2]
     for call in module.all_calls():
         receiver = (_switched_name(call) or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
-        if receiver == key and _sets_eval_mode(call):
+        looped = modules_looped_over(call) if call.method == "eval" else None  # `for net in (encoder, decoder): net.eval()`
+        if (receiver == key or (looped is not None and key in {text.rpartition(".")[2] for text in looped[1]})) and _sets_eval_mode(call):
             return True
         if call.function is not None and _helper_sets_eval_mode(call, key, module.summary):
             return True  # `set_eval(model)`, `freeze(model)`: a helper that switches what it is given
@@ -2641,6 +2753,126 @@ MissingEvalMode.MUST_FIRE = (
             """,
         },
         at="test_features = backbone(images.to(args.device))",
+    ),
+    Fires(  # a model built by a factory of another file from a class picked by name out of a table: every class in it has dropout or batch-norm
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from architectures import create_model
+
+
+        def evaluate(model, loader):
+            correct = 0
+            with torch.no_grad():
+                for x, y in loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+            return correct / len(loader.dataset)
+
+
+        def train(args, train_loader, val_loader):
+            model = create_model(args.arch, args.features, args.classes)
+            optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+            for epoch in range(args.epochs):
+                model.train()
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    F.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+                print(epoch, evaluate(model, val_loader))
+        """,
+        files={"architectures.py": """
+            import torch.nn as nn
+
+
+            class DropoutMLP(nn.Module):
+                def __init__(self, features, classes):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Linear(features, 256), nn.ReLU(), nn.Dropout(0.5), nn.Linear(256, classes))
+
+                def forward(self, x):
+                    return self.layers(x)
+
+
+            class ConvNet(nn.Module):
+                def __init__(self, features, classes):
+                    super().__init__()
+                    self.conv = nn.Sequential(nn.Conv1d(1, 32, 5), nn.BatchNorm1d(32), nn.ReLU(), nn.AdaptiveAvgPool1d(1))
+                    self.fc = nn.Linear(32, classes)
+
+                def forward(self, x):
+                    return self.fc(self.conv(x.unsqueeze(1)).flatten(1))
+
+
+            ARCHITECTURES = {"mlp": DropoutMLP, "conv": ConvNet}
+
+
+            def create_model(name, features, classes):
+                model_class = ARCHITECTURES.get(name)
+                return model_class(features, classes)
+            """},
+        severity=Severity.WARNING,
+        at="correct += (model(x).argmax(1) == y).sum().item()",
+    ),
+    Fires(  # the same, one class of the table without dropout or batch-norm: which one runs is decided at run time, a note
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from architectures import create_model
+
+
+        def evaluate(model, loader):
+            correct = 0
+            with torch.no_grad():
+                for x, y in loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+            return correct / len(loader.dataset)
+
+
+        def train(args, train_loader, val_loader):
+            model = create_model(args.arch, args.features, args.classes)
+            optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+            for epoch in range(args.epochs):
+                model.train()
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    F.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+                print(epoch, evaluate(model, val_loader))
+        """,
+        files={"architectures.py": """
+            import torch.nn as nn
+
+
+            class PlainMLP(nn.Module):
+                def __init__(self, features, classes):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Linear(features, 256), nn.ReLU(), nn.Linear(256, classes))
+
+                def forward(self, x):
+                    return self.layers(x)
+
+
+            class ConvNet(nn.Module):
+                def __init__(self, features, classes):
+                    super().__init__()
+                    self.conv = nn.Sequential(nn.Conv1d(1, 32, 5), nn.BatchNorm1d(32), nn.ReLU(), nn.AdaptiveAvgPool1d(1))
+                    self.fc = nn.Linear(32, classes)
+
+                def forward(self, x):
+                    return self.fc(self.conv(x.unsqueeze(1)).flatten(1))
+
+
+            ARCHITECTURES = {"mlp": PlainMLP, "conv": ConvNet}
+
+
+            def create_model(name, features, classes):
+                model_class = ARCHITECTURES.get(name)
+                return model_class(features, classes)
+            """},
+        severity=Severity.NOTE,
+        at="correct += (model(x).argmax(1) == y).sum().item()",
     ),
     Fires(  # a script's per-epoch validation after `model.train()`; its one `model.eval()` is for the final test, after the loop
         """
@@ -5450,6 +5682,123 @@ MissingEvalMode.MUST_NOT_FIRE = (
                         return self.net(torch.cat((images.flatten(1), labels), -1))
             """,
         },
+    ),
+    Quiet(  # the evaluation helper switches both models it is handed to eval mode through a loop over them
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from seq2seq import Decoder, Encoder
+
+
+        def validation_loss(encoder, decoder, batches):
+            for module in [encoder, decoder]:
+                module.eval()
+            total = 0.0
+            with torch.no_grad():
+                for src, tgt in batches:
+                    total += F.cross_entropy(decoder(tgt[:, :-1], encoder(src)).transpose(1, 2), tgt[:, 1:]).item()
+            return total / len(batches)
+
+
+        def main(train_batches, val_batches, vocab=8000, dim=256):
+            encoder, decoder = Encoder(vocab, dim), Decoder(vocab, dim)
+            optimizer = torch.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=1e-3)
+            for epoch in range(10):
+                for module in (encoder, decoder):
+                    module.train()
+                for src, tgt in train_batches:
+                    loss = F.cross_entropy(decoder(tgt[:, :-1], encoder(src)).transpose(1, 2), tgt[:, 1:])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(epoch, validation_loss(encoder, decoder, val_batches))
+        """,
+        files={"seq2seq.py": """
+            import torch.nn as nn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, vocab, dim):
+                    super().__init__()
+                    self.embed = nn.Embedding(vocab, dim)
+                    self.drop = nn.Dropout(0.2)
+                    self.rnn = nn.GRU(dim, dim, batch_first=True)
+
+                def forward(self, src):
+                    return self.rnn(self.drop(self.embed(src)))[1]
+
+
+            class Decoder(nn.Module):
+                def __init__(self, vocab, dim):
+                    super().__init__()
+                    self.embed = nn.Embedding(vocab, dim)
+                    self.drop = nn.Dropout(0.2)
+                    self.rnn = nn.GRU(dim, dim, batch_first=True)
+                    self.out = nn.Linear(dim, vocab)
+
+                def forward(self, tgt, hidden):
+                    return self.out(self.rnn(self.drop(self.embed(tgt)), hidden)[0])
+            """},
+    ),
+    Quiet(  # the table's classes all have dropout or batch-norm, and the evaluation helper switches to eval mode
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from architectures import create_model
+
+
+        def evaluate(model, loader):
+            model.eval()
+            correct = 0
+            with torch.no_grad():
+                for x, y in loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+            return correct / len(loader.dataset)
+
+
+        def train(args, train_loader, val_loader):
+            model = create_model(args.arch, args.features, args.classes)
+            optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+            for epoch in range(args.epochs):
+                model.train()
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    F.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+                print(epoch, evaluate(model, val_loader))
+        """,
+        files={"architectures.py": """
+            import torch.nn as nn
+
+
+            class DropoutMLP(nn.Module):
+                def __init__(self, features, classes):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Linear(features, 256), nn.ReLU(), nn.Dropout(0.5), nn.Linear(256, classes))
+
+                def forward(self, x):
+                    return self.layers(x)
+
+
+            class ConvNet(nn.Module):
+                def __init__(self, features, classes):
+                    super().__init__()
+                    self.conv = nn.Sequential(nn.Conv1d(1, 32, 5), nn.BatchNorm1d(32), nn.ReLU(), nn.AdaptiveAvgPool1d(1))
+                    self.fc = nn.Linear(32, classes)
+
+                def forward(self, x):
+                    return self.fc(self.conv(x.unsqueeze(1)).flatten(1))
+
+
+            ARCHITECTURES = {"mlp": DropoutMLP, "conv": ConvNet}
+
+
+            def create_model(name, features, classes):
+                model_class = ARCHITECTURES.get(name)
+                return model_class(features, classes)
+            """},
     ),
     Quiet(  # the backbone goes back to training mode only when it is fine-tuned; frozen, it stays in the eval mode set up front
         """

@@ -36,6 +36,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere
+from trainlint.analysis.events import modules_looped_over
 from trainlint.analysis.helper_branches import runs_as_called
 from trainlint.analysis.libraries import LIBRARY_EVAL_METHODS, MODEL_UNWRAPPERS, TRAINER_STEP_HOOKS, ModeFact
 from trainlint.analysis.library_models import library_model_facts
@@ -89,19 +90,25 @@ class StuckEvalMode(Rule):
         items = [(index, event, chain) for index, (event, chain) in enumerate(ordered_events(scope, None))]
         reported: set[Loop] = set()
         for index, event, chain in items:
-            if not _sets_eval(event) or any(link.context.loops for link in (*chain[1:], event) if chain):
+            if not _sets_eval(event):
                 continue
-            key = _outer_key(_receiver_key(event), chain)
-            site = chain[0] if chain else event
-            found = _training_loop(items, site, key) if key is not None else None
-            if found is None or found[0] in reported or _runs_on_last_iteration(event, chain, found[0]):
+            # `for net in (self.G, self.D): net.eval()`: a switch of each module the loop names, not a loop over data
+            looped = modules_looped_over(event)
+            own_loops = [loop for loop in event.context.loops if looped is None or loop is not looped[0]]
+            if chain and (own_loops or any(link.context.loops for link in chain[1:])):
                 continue
-            loop, in_loop, forward = found
-            assert key is not None, "a training loop is looked for with a key only"
-            step = _next_training_step(in_loop, index, event, chain, loop)
-            if step is not None and not _frozen_by_its_class(ctx, forward) and not _parameters_frozen(scope, key):
-                reported.add(loop)
-                self._report(ctx, event, chain, key, loop, step, forward)
+            for switched in looped[1] if looped is not None else (_receiver_key(event),):
+                key = _outer_key(switched, chain)
+                site = chain[0] if chain else event
+                found = _training_loop(items, site, key) if key is not None else None
+                if found is None or found[0] in reported or _runs_on_last_iteration(event, chain, found[0]):
+                    continue
+                loop, in_loop, forward = found
+                assert key is not None, "a training loop is looked for with a key only"
+                step = _next_training_step(in_loop, index, event, chain, loop)
+                if step is not None and not _frozen_by_its_class(ctx, forward) and not _parameters_frozen(scope, key):
+                    reported.add(loop)
+                    self._report(ctx, event, chain, key, loop, step, forward)
         if not reported:
             self._check_loaded_in_eval_mode(ctx, scope, items)
 
@@ -640,6 +647,71 @@ def _code(event: Event, limit: int = 60) -> str:
 
 
 StuckEvalMode.MUST_FIRE = (
+    Fires(  # a sampling method switches both networks to eval through a loop over them and never back; the loop calls it every 500 steps
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from nets import Critic, Generator
+
+
+        class AdversarialTrainer:
+            def __init__(self, loader, device="cuda"):
+                self.generator = Generator().to(device)
+                self.critic = Critic().to(device)
+                self.opt_g = torch.optim.Adam(self.generator.parameters(), lr=2e-4)
+                self.opt_c = torch.optim.Adam(self.critic.parameters(), lr=2e-4)
+                self.loader = loader
+                self.device = device
+                self.fixed_z = torch.randn(64, 64, device=device)
+
+            @torch.no_grad()
+            def snapshot(self, step):
+                for net in (self.generator, self.critic):
+                    net.eval()
+                save_image(self.generator(self.fixed_z).view(-1, 1, 28, 28), f"step_{step}.png")
+
+            def fit(self):
+                self.generator.train()
+                self.critic.train()
+                for step, (real, _) in enumerate(self.loader):
+                    real = real.flatten(1).to(self.device)
+                    fake = self.generator(torch.randn(real.size(0), 64, device=self.device))
+                    critic_loss = F.softplus(self.critic(fake.detach())).mean() + F.softplus(-self.critic(real)).mean()
+                    self.opt_c.zero_grad()
+                    critic_loss.backward()
+                    self.opt_c.step()
+                    generator_loss = F.softplus(-self.critic(fake)).mean()
+                    self.opt_g.zero_grad()
+                    generator_loss.backward()
+                    self.opt_g.step()
+                    if step % 500 == 0:
+                        self.snapshot(step)
+        """,
+        files={"nets.py": """
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, latent=64):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(latent, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Linear(256, 784), nn.Tanh())
+
+                def forward(self, z):
+                    return self.net(z)
+
+
+            class Critic(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(784, 256), nn.LeakyReLU(0.2), nn.Dropout(0.3), nn.Linear(256, 1))
+
+                def forward(self, x):
+                    return self.net(x)
+            """},
+        at="net.eval()",
+    ),
     Fires(  # a training helper that another file hands the model `from_pretrained` returned
         """
         def train_one_epoch(model, loader, optimizer, scheduler):
@@ -1176,6 +1248,72 @@ StuckEvalMode.MUST_FIRE = (
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the same sampling method switches both back to training mode through the same kind of loop
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from nets import Critic, Generator
+
+
+        class AdversarialTrainer:
+            def __init__(self, loader, device="cuda"):
+                self.generator = Generator().to(device)
+                self.critic = Critic().to(device)
+                self.opt_g = torch.optim.Adam(self.generator.parameters(), lr=2e-4)
+                self.opt_c = torch.optim.Adam(self.critic.parameters(), lr=2e-4)
+                self.loader = loader
+                self.device = device
+                self.fixed_z = torch.randn(64, 64, device=device)
+
+            @torch.no_grad()
+            def snapshot(self, step):
+                for net in (self.generator, self.critic):
+                    net.eval()
+                save_image(self.generator(self.fixed_z).view(-1, 1, 28, 28), f"step_{step}.png")
+                for net in (self.generator, self.critic):
+                    net.train()
+
+            def fit(self):
+                self.generator.train()
+                self.critic.train()
+                for step, (real, _) in enumerate(self.loader):
+                    real = real.flatten(1).to(self.device)
+                    fake = self.generator(torch.randn(real.size(0), 64, device=self.device))
+                    critic_loss = F.softplus(self.critic(fake.detach())).mean() + F.softplus(-self.critic(real)).mean()
+                    self.opt_c.zero_grad()
+                    critic_loss.backward()
+                    self.opt_c.step()
+                    generator_loss = F.softplus(-self.critic(fake)).mean()
+                    self.opt_g.zero_grad()
+                    generator_loss.backward()
+                    self.opt_g.step()
+                    if step % 500 == 0:
+                        self.snapshot(step)
+        """,
+        files={"nets.py": """
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, latent=64):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(latent, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Linear(256, 784), nn.Tanh())
+
+                def forward(self, z):
+                    return self.net(z)
+
+
+            class Critic(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(784, 256), nn.LeakyReLU(0.2), nn.Dropout(0.3), nn.Linear(256, 1))
+
+                def forward(self, x):
+                    return self.net(x)
+            """},
+    ),
     Quiet(  # the monitoring pass after `eval()` sets `self.phase = "valid"`, and the batch method returns before its
         # backward in any phase but "train": no training step runs until the next epoch's `train()`
         """
