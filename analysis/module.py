@@ -25,7 +25,6 @@ from .summary import ChunkFacts, ClassInfo, FunctionInfo, ModuleSummary, exporte
 from .values import Value
 
 # What shows a script runs on a GPU, on a line where no `#` comes before it.
-_CUDA_EVIDENCE = re.compile(r"""\.cuda\(|["']cuda|torch\.cuda\.|device_map|["']gpu["']""")
 _WORDS = re.compile(r"[^\W\d]\w*")
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -137,12 +136,12 @@ class ModuleAnalysis:
         first = text.rfind("\n", 0, prefix) + 1  # where the first line the edit touched starts
         line_end = text.find("\n", len(text) - suffix)
         last = len(text) if line_end < 0 else line_end  # where the last one ends
-        in_edit = _cuda_evidence(text, first, last)
+        in_edit = torchapi.cuda_evidence(text, first, last)
         if in_edit is not None or found is None:
             return in_edit  # none on the lines before the edit's (else found), nor after them (else found)
         shift = len(text) - len(old)
         if found[1] <= last - shift:
-            return _cuda_evidence(text, first)  # it was on a line the edit touched
+            return torchapi.cuda_evidence(text, first)  # it was on a line the edit touched
         lines_added = text.count("\n", prefix, len(text) - suffix) - old.count("\n", prefix, len(old) - suffix)
         return found[0] + lines_added, found[1] + shift  # on a line after the edit, moved with it
 
@@ -616,7 +615,7 @@ class ModuleAnalysis:
     @cached_property
     def _cuda_found(self) -> tuple[int, int] | None:
         """The first line showing CUDA, and where the text showing it ends."""
-        return _cuda_evidence(self._text)
+        return torchapi.cuda_evidence(self._text)
 
     @cached_property
     def _cuda_line(self) -> int | None:
@@ -848,18 +847,6 @@ def _definitions_reaching(facts: ChunkFacts, chunk: ParsedChunk, tainted: set[st
         if name not in names and not tainted.isdisjoint(_WORDS.findall(chunk.code_for(expression))):
             names.add(name)
     return names
-
-
-def _cuda_evidence(text: str, start: int = 0, end: int | None = None) -> tuple[int, int] | None:
-    """The first line of ``text[start:end]`` (whole lines) that shows CUDA, and where the text showing it ends."""
-    # Searched for on its own, not as `^[^#\n]*?(...)` per line: that anchored form tried every
-    # position of every line of a file without any (2 % of a batch run over torchtune). An
-    # occurrence after a `#` rules out the rest of its line, as the anchored form would.
-    for match in _CUDA_EVIDENCE.finditer(text, start, len(text) if end is None else end):
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        if "#" not in text[line_start:match.start()]:
-            return text.count("\n", 0, line_start) + 1, match.end()
-    return None
 
 
 def _cuda_line(module: ModuleAnalysis) -> int | None:
