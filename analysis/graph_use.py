@@ -478,15 +478,15 @@ def own_returns(function: cst.FunctionDef) -> list[cst.Return | cst.Yield]:
     """The function's own ``return`` statements and ``yield`` expressions, in source order: not those of the
     functions and classes defined inside it."""
     found: list[cst.Return | cst.Yield] = []
-
-    def visit(node: cst.CSTNode) -> None:
-        for child in node.children:
-            if isinstance(child, (cst.Return, cst.Yield)):
-                found.append(child)
-            if not isinstance(child, (cst.FunctionDef, cst.ClassDef)):
-                visit(child)
-
-    visit(function.body)
+    # a stack of the nodes still to read, last child on top (source order), not a nested function calling itself:
+    # that would be a reference cycle (the function and its own cell), left for the collector after every analysis
+    unread: list[cst.CSTNode] = list(reversed(function.body.children))
+    while unread:
+        node = unread.pop()
+        if isinstance(node, (cst.Return, cst.Yield)):
+            found.append(node)
+        if not isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            unread.extend(reversed(node.children))
     return found
 
 

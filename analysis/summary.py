@@ -9,8 +9,9 @@ Values of module-level names are computed on demand and memoised for one analysi
 from __future__ import annotations
 
 import builtins
+import itertools
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
@@ -427,23 +428,23 @@ def _is_none(expression: cst.BaseExpression) -> bool:
 def _global_bindings(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
     """The assignments of the names ``function`` declares ``global``, in its body's statements and the blocks of its
     `if`/`try`/`with` statements (not in nested functions, whose names are their own)."""
-    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
     declared: set[str] = set()
     assigned: list[tuple[str, cst.BaseExpression]] = []
-
-    def collect(statements) -> None:
-        for statement in statements:
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if isinstance(small, cst.Global):
-                        declared.update(item.name.value for item in small.names)
-                    elif isinstance(small, cst.Assign):
-                        assigned.extend((target.target.value, small.value) for target in small.targets if isinstance(target.target, cst.Name))
-            elif isinstance(statement, (cst.If, cst.Try, cst.With)):
-                for block in _blocks_of(statement):
-                    collect(block)
-
-    collect(body)
+    # in source order through a stack of the blocks being read, not a nested function calling itself: that would be
+    # a reference cycle (the function and its own cell), left for the collector after every analysis
+    reading: list[Iterator[cst.CSTNode]] = [iter(function.body.body)] if isinstance(function.body, cst.IndentedBlock) else []
+    while reading:
+        statement = next(reading[-1], None)
+        if statement is None:
+            reading.pop()
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Global):
+                    declared.update(item.name.value for item in small.names)
+                elif isinstance(small, cst.Assign):
+                    assigned.extend((target.target.value, small.value) for target in small.targets if isinstance(target.target, cst.Name))
+        elif isinstance(statement, (cst.If, cst.Try, cst.With)):
+            reading.append(itertools.chain.from_iterable(_blocks_of(statement)))
     return [(name, value) for name, value in assigned if name in declared]
 
 

@@ -906,16 +906,15 @@ def _bindings_around(module: cst.Module, call: cst.Call) -> dict[str, cst.BaseEx
         if isinstance(node, cst.FunctionDef) and any(inner is call for inner in _walk(node.body)):
             holder = node  # later in the walk is deeper
     bindings: dict[str, cst.BaseExpression] = {}
-
-    def visit(node: cst.CSTNode) -> None:
-        for child in node.children:
-            if isinstance(child, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                continue
-            if isinstance(child, cst.Assign) and len(child.targets) == 1 and isinstance(child.targets[0].target, cst.Name):
-                bindings[child.targets[0].target.value] = child.value
-            visit(child)
-
-    visit(holder.body if isinstance(holder, cst.FunctionDef) else holder)
+    # in source order through a stack (last child on top), not a nested function calling itself: a reference cycle
+    unread = list(reversed((holder.body if isinstance(holder, cst.FunctionDef) else holder).children))
+    while unread:
+        node = unread.pop()
+        if isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            bindings[node.targets[0].target.value] = node.value
+        unread.extend(reversed(node.children))
     return bindings
 
 
