@@ -169,6 +169,11 @@ def join(values: Iterable[Value]) -> Value:
     if not all(MODEL_CLASS in value.tags for value in values):
         tags.discard(MODEL_CLASS)  # a class picked among others builds a model only when every one of them does
     primary = primary or next((value for value in values if value.tags), values[0])
+    width = len(values[0].items or ())
+    if width and all(value.items is not None and len(value.items) == width for value in values):
+        # `return model, transform` on two paths: a tuple of as many items whichever path, joined item by item
+        items = tuple(join(column) for column in zip(*(value.items for value in values)))
+        return Value(tags, site=primary.site, note=primary.note, roots=roots, items=items)
     if MODEL_CLASS in tags and any(value.detail is not primary.detail for value in values) or is_table(primary.detail):
         # which class (its forward) is not known; a dict joined with what is stored in it later holds more than its literal
         return Value(tags, site=primary.site, note=primary.note, roots=roots)

@@ -7611,6 +7611,50 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # the loader returns the model and its image transform on either path; the transform is called on every image, not the model
+        """
+        import os
+
+        from PIL import Image
+
+        import vision
+
+        model, preprocess = vision.load("weights/encoder.pt")
+        model.cuda().eval()
+        images = []
+        for filename in sorted(os.listdir("pictures")):
+            images.append(preprocess(Image.open(os.path.join("pictures", filename)).convert("RGB")))
+        print(len(images))
+        """,
+        files={"vision/__init__.py": "from .loading import load\n", "vision/loading.py": """
+            import torch
+            import torch.nn as nn
+            from torchvision.transforms import CenterCrop, Compose, Normalize, Resize, ToTensor
+
+
+            class ImageEncoder(nn.Module):
+                def __init__(self, width=512):
+                    super().__init__()
+                    self.input_resolution = 224
+                    self.proj = nn.Linear(3 * 224 * 224, width)
+
+                def forward(self, images):
+                    return self.proj(images.flatten(1))
+
+
+            def _transform(size):
+                return Compose([Resize(size), CenterCrop(size), ToTensor(), Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))])
+
+
+            def load(path, jit=False):
+                if jit:
+                    model = torch.jit.load(path).eval()
+                    return model, _transform(model.input_resolution)
+                model = ImageEncoder()
+                model.load_state_dict(torch.load(path, map_location="cpu"))
+                return model, _transform(model.input_resolution)
+            """},
+    ),
     Quiet(  # twin: the embedding helper turns grad off itself
         _SPEAKER_EMBEDDER.replace("    def _embed_frames(", "    @torch.no_grad()\n    def _embed_frames("),
         files=_SPEAKER_FILES,
